@@ -1,0 +1,82 @@
+# Two commands for a fresh machine: `make demo` and `make test` (see README.md).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+# Everything the commands write lives under LAKEHOUSE_HOME (CONTRACT.md section 1).
+LAKEHOUSE_HOME ?= $(CURDIR)/.lakehouse
+override LAKEHOUSE_HOME := $(abspath $(LAKEHOUSE_HOME))
+export LAKEHOUSE_HOME
+export TMPDIR := $(LAKEHOUSE_HOME)/tmp
+export PYTHONPYCACHEPREFIX := $(LAKEHOUSE_HOME)/pycache
+export PIP_CACHE_DIR := $(VENV)/pip-cache
+export DO_NOT_TRACK := 1
+
+DBT_ARGS ?=
+PYTEST_ARGS ?=
+
+.PHONY: help setup java demo test lint ingest build docs simulate clean
+
+help:
+	@echo "make demo     simulate a workload, ingest it, build everything, print a summary"
+	@echo "make test     the whole test suite (ruff, sqlfluff, pytest incl. dbt builds)"
+	@echo "make ingest   ingest the landing zone into Bronze once (available now)"
+	@echo "make build    dbt build over the whole project (extra args: DBT_ARGS=...)"
+	@echo "make docs     generate the dbt docs site under LAKEHOUSE_HOME"
+	@echo "make setup    create .venv, install the pinned stack, resolve the Spark jars"
+
+# Java 17 (or 21) is a prerequisite of Spark 4; we don't install a JDK behind your back.
+java:
+	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	if [ "$$v" != "17" ] && [ "$$v" != "21" ]; then \
+	  echo "Java 17 is required (found: $${v:-none})."; \
+	  echo "Install it with: sudo apt-get update && sudo apt-get install -y openjdk-17-jdk-headless"; \
+	  echo "(or any JDK 17 on your PATH / JAVA_HOME), then run make again."; \
+	  exit 1; \
+	fi
+
+$(STAMP): pyproject.toml | java
+	@mkdir -p "$(TMPDIR)"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $$($(PYTHON) -c 'import tomllib; print(" ".join("\x27" + d + "\x27" for d in tomllib.load(open("pyproject.toml","rb"))["project"]["dependencies"]))' | xargs)
+	@touch $@
+
+# The first session resolves the Delta and Kafka jars from Maven Central into .venv;
+# later sessions load the cached jars without any resolution.
+$(VENV)/.jars: $(STAMP) python_jobs/spark.py
+	@mkdir -p "$(TMPDIR)"
+	$(PY) -m python_jobs.spark
+	@touch $@
+
+setup: java $(STAMP) $(VENV)/.jars
+	@mkdir -p "$(TMPDIR)"
+
+demo: setup
+	$(PY) -m python_jobs.demo
+
+ingest: setup
+	$(PY) -m python_jobs.ingest --once
+
+build: setup
+	$(PY) -m python_jobs.run_dbt build $(DBT_ARGS)
+
+docs: setup
+	$(PY) -m python_jobs.run_dbt docs generate
+
+simulate: setup
+	$(PY) -m python_jobs.simulate $(SIM_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check python_jobs tests bench
+	$(PY) -m python_jobs.lint
+
+test: setup lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf "$(LAKEHOUSE_HOME)"

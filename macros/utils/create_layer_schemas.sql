@@ -1,0 +1,28 @@
+{#-
+    Creates the medallion schemas (`silver`, `gold`, `ops`; `bronze` is created by
+    register_bronze_tables) so that every layer exists, even before a model writes to
+    it. Idempotent; runs at the start of every dbt invocation (on-run-start).
+-#}
+{% macro create_layer_schemas(schemas=['silver', 'gold', 'ops']) -%}
+    {{ return(adapter.dispatch('create_layer_schemas', 'lakehouse')(schemas)) }}
+{%- endmacro %}
+
+{% macro default__create_layer_schemas(schemas) -%}
+    {{ exceptions.raise_compiler_error(
+        "create_layer_schemas: only the spark adapter is supported, not " ~ adapter.type()
+    ) }}
+{%- endmacro %}
+
+{% macro spark__create_layer_schemas(schemas) -%}
+    {%- if schemas is string or schemas | length == 0 -%}
+        {{ exceptions.raise_compiler_error(
+            "create_layer_schemas: `schemas` must be a non-empty list, got " ~ schemas
+        ) }}
+    {%- endif -%}
+    {%- if execute -%}
+        {%- for schema in schemas -%}
+            {%- do run_query("create schema if not exists " ~ schema) -%}
+        {%- endfor -%}
+    {%- endif -%}
+    select 1
+{%- endmacro %}

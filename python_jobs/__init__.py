@@ -1,0 +1,1 @@
+"""The thin Python layer of the lakehouse: Spark session, ingestion, simulator."""

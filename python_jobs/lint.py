@@ -1,0 +1,35 @@
+"""Run `sqlfluff` on the project's SQL with the dbt templater, in-process.
+
+sqlfluff's dbt templater compiles models through dbt-spark, which needs a SparkSession:
+this entry point builds it with :func:`python_jobs.spark.get_spark` first (otherwise
+dbt-spark would start a bare session with default settings and write a Derby catalog
+into the working directory).
+
+    python -m python_jobs.lint [sqlfluff lint arguments]   # default: models snapshots
+"""
+
+from __future__ import annotations
+
+import sys
+
+from python_jobs.run_dbt import configure_environment, prepare_session
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv) or ["models", "snapshots", "tests"]
+    if args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    configure_environment()
+    prepare_session()
+    from sqlfluff.cli.commands import cli
+
+    try:
+        cli.main(args=["lint", *args], prog_name="sqlfluff", standalone_mode=False)
+    except SystemExit as exc:  # click exits with the lint result
+        return int(exc.code or 0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

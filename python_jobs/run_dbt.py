@@ -1,0 +1,64 @@
+"""Run dbt in-process on the project's SparkSession.
+
+dbt-spark's `session` method picks up the active SparkSession of the process, so this
+entry point builds it first with :func:`python_jobs.spark.get_spark` (every Spark and
+Delta setting in one place), makes sure every Bronze table exists, then hands the
+command line to dbt:
+
+    python -m python_jobs.run_dbt build --vars '{execution_time: "2024-10-07T00:00:00"}'
+
+dbt's target and log directories go under ``$LAKEHOUSE_HOME/dbt`` so that nothing is
+written outside the lakehouse home.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from python_jobs.spark import REPO_ROOT, lakehouse_home
+
+
+def configure_environment() -> None:
+    """Point dbt at this project and keep everything it writes under LAKEHOUSE_HOME."""
+    home = lakehouse_home()
+    os.environ.setdefault("LAKEHOUSE_HOME", str(home))
+    os.environ.setdefault("DBT_PROJECT_DIR", str(REPO_ROOT))
+    os.environ.setdefault("DBT_PROFILES_DIR", str(REPO_ROOT))
+    os.environ.setdefault("DBT_TARGET_PATH", str(home / "dbt" / "target"))
+    os.environ.setdefault("DBT_LOG_PATH", str(home / "dbt" / "logs"))
+    os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def prepare_session() -> None:
+    """Start the catalog-bound session and create any Bronze table not yet ingested."""
+    from python_jobs import bronze
+    from python_jobs.spark import get_spark
+    from python_jobs.topics import load_topics
+
+    if os.environ.get("DBT_TARGET", "local") != "local":
+        return
+    bronze.ensure_tables(get_spark(), load_topics())
+
+
+def invoke(args: list[str]):
+    """Run one dbt command in this process; returns dbt's `dbtRunnerResult`."""
+    from dbt.cli.main import dbtRunner
+
+    configure_environment()
+    prepare_session()
+    return dbtRunner().invoke(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if args else 2
+    result = invoke(args)
+    return 0 if result.success else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Shared pytest fixtures: one Delta-enabled SparkSession and in-process dbt.
+
+The whole suite runs against one lakehouse home in a temporary directory (set before
+the session starts, since the catalog location is fixed at start), with one
+SparkSession created by `python_jobs.spark.get_spark` - the same settings that jobs and
+dbt use. dbt runs in-process (`dbtRunner`) on that session, so no test pays a JVM start.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Fixed before anything imports python_jobs.spark's consumers: the suite's own home.
+_HOME = Path(tempfile.mkdtemp(prefix="lakehouse-test-"))
+os.environ["LAKEHOUSE_HOME"] = str(_HOME)
+for _var in ("DBT_TARGET_PATH", "DBT_LOG_PATH", "DBT_TARGET"):
+    os.environ.pop(_var, None)
+
+
+@pytest.fixture(scope="session")
+def lakehouse_home() -> Iterator[Path]:
+    yield _HOME
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if os.environ.get("KEEP_LAKEHOUSE") != "1":
+        shutil.rmtree(_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def spark(lakehouse_home: Path):
+    from python_jobs.spark import get_spark
+
+    return get_spark()
+
+
+class DbtError(AssertionError):
+    pass
+
+
+@pytest.fixture(scope="session")
+def dbt(spark):
+    """Run a dbt command in-process on the shared session; raise if it fails.
+
+    `dbt("build", "--select", "x")` returns dbt's result; `dbt(..., expect_fail=True)`
+    returns it without raising when it failed (and raises if it succeeded).
+    """
+    from python_jobs.run_dbt import invoke
+
+    def run(*args: str, expect_fail: bool = False):
+        result = invoke(list(args))
+        if result.success == expect_fail:
+            messages = []
+            for node in getattr(result.result, "results", None) or []:
+                if node.status not in ("success", "pass"):
+                    messages.append(f"{node.node.unique_id}: {node.status}: {node.message}")
+            raise DbtError(
+                f"dbt {' '.join(args)} {'succeeded' if result.success else 'failed'}: "
+                f"{result.exception or ''} {messages}"
+            )
+        return result
+
+    return run

@@ -1,0 +1,63 @@
+"""The one SparkSession: Delta enabled, local, state under LAKEHOUSE_HOME, jars cached."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from python_jobs.spark import REPO_ROOT, _resolved_jars_file, spark_settings
+
+
+def test_session_runs_delta_with_the_project_settings(spark, lakehouse_home: Path) -> None:
+    conf = spark.conf
+    assert conf.get("spark.sql.extensions") == "io.delta.sql.DeltaSparkSessionExtension"
+    assert conf.get("spark.sql.shuffle.partitions") == "8"
+    assert conf.get("spark.sql.adaptive.enabled") == "true"
+    assert conf.get("spark.sql.session.timeZone") == "UTC"
+    assert spark.sparkContext.master.startswith("local")
+
+    path = lakehouse_home / "tmp" / "delta_probe"
+    spark.range(3).write.format("delta").mode("overwrite").save(str(path))
+    props = {
+        r["key"]: r["value"] for r in spark.sql(f"show tblproperties delta.`{path}`").collect()
+    }
+    assert props["delta.enableDeletionVectors"] == "true"
+    assert props["delta.enableChangeDataFeed"] == "true"
+    assert sorted(r.id for r in spark.read.format("delta").load(str(path)).collect()) == [0, 1, 2]
+
+
+def test_catalog_and_warehouse_live_under_lakehouse_home(spark, lakehouse_home: Path) -> None:
+    spark.sql("create schema if not exists ops")
+    spark.sql("create or replace table ops.probe (a int) using delta")
+    location = spark.sql("describe detail ops.probe").collect()[0]["location"]
+    assert location.removeprefix("file:").startswith(str(lakehouse_home / "warehouse"))
+    assert (lakehouse_home / "metastore_db").is_dir()
+    assert not (REPO_ROOT / "metastore_db").exists()
+    assert not (REPO_ROOT / "spark-warehouse").exists()
+    spark.sql("drop table ops.probe")
+
+
+def test_catalog_free_settings_use_an_in_memory_catalog() -> None:
+    assert spark_settings(catalog=False)["spark.sql.catalogImplementation"] == "in-memory"
+    assert spark_settings(catalog=True)["spark.sql.catalogImplementation"] == "hive"
+
+
+def test_a_second_session_loads_cached_jars_without_resolving(spark, tmp_path: Path) -> None:
+    # The suite's session (started above) resolved or reused the jars and recorded them.
+    assert _resolved_jars_file().exists()
+    env = {**os.environ, "LAKEHOUSE_HOME": str(tmp_path / "home")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "python_jobs.spark"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Delta 4.4.0" in proc.stdout
+    # No Ivy resolution at all, so nothing can be downloaded.
+    assert "resolving dependencies" not in proc.stderr
+    assert "downloading" not in proc.stderr.lower()

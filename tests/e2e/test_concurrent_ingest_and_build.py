@@ -1,0 +1,132 @@
+"""Ingestion keeps running while `dbt build` holds the catalog (embedded default).
+
+The ingestion job runs in its own process with a catalog-free session and appends to
+Bronze by path every second, while this process runs `dbt build` on the catalog-bound
+session; landing files keep arriving during the build.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from python_jobs.spark import REPO_ROOT, paths
+from tests.helpers import bronze_records, landing_records
+
+TOPICS = {
+    "blog.public.users": "blog_public_users",
+    "blog.public.articles": "blog_public_articles",
+    "blog.visits": "blog_visits",
+}
+
+
+def _deliver(outbox: Path, landing: Path, stop: threading.Event, pause: float) -> None:
+    """Move files from the outbox into the landing zone one by one (atomic renames)."""
+    for topic in TOPICS:
+        (landing / topic).mkdir(parents=True, exist_ok=True)
+    pending = sorted(outbox.glob("*/*.json"), key=lambda f: (f.name, f.parent.name))
+    for file in pending:
+        if stop.is_set():
+            return
+        file.rename(landing / file.parent.name / file.name)
+        time.sleep(pause)
+
+
+def _wait_until(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+@pytest.mark.slow
+def test_ingestion_runs_while_dbt_build_runs(spark, dbt, clean_lakehouse, simulate) -> None:
+    home = clean_lakehouse["home"]
+    landing = clean_lakehouse["landing"]
+    outbox = home / "outbox"
+    simulate(outbox, home / "truth", "--seed", "7", "--days", "2", "--files-per-topic", "2")
+    shutil.rmtree(outbox / "reference", ignore_errors=True)
+    shutil.rmtree(outbox / ".tmp", ignore_errors=True)
+    first_day = sorted(outbox.glob("*/*.json"))[:1]
+    assert first_day, "the simulator wrote no files"
+
+    log_file = (home / "ingest-concurrent.log").open("w")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "python_jobs.ingest",
+            "--trigger-interval",
+            "1",
+            "--landing-dir",
+            str(landing),
+        ],
+        cwd=REPO_ROOT,
+        env=os.environ.copy(),
+        stdout=log_file,
+        stderr=subprocess.STDOUT,
+    )
+    stop = threading.Event()
+    deliverer = threading.Thread(target=_deliver, args=(outbox, landing, stop, 1.5))
+    try:
+        # Let the ingestion session come up and create the Bronze tables.
+        _wait_until(
+            lambda: all((paths()["bronze"] / t / "_delta_log").exists() for t in TOPICS.values()),
+            timeout=180,
+            what="the ingestion job to create the Bronze tables",
+        )
+        deliverer.start()
+        build_started = datetime.utcnow()
+        dbt("build")
+        build_ended = datetime.utcnow()
+        assert proc.poll() is None, "the ingestion job died while dbt was building"
+
+        # Bronze commits landed while dbt held the catalog: the two really overlapped.
+        commits = []
+        for table in TOPICS.values():
+            history = spark.sql(f"describe history delta.`{paths()['bronze'] / table}`").collect()
+            commits += [h["timestamp"] for h in history if h["operation"] == "WRITE"]
+        assert any(build_started <= c <= build_ended for c in commits), (
+            f"no Bronze commit between {build_started} and {build_ended}: {sorted(commits)}"
+        )
+
+        deliverer.join(timeout=300)
+        expected = {t: sorted(landing_records(landing, t)) for t in TOPICS}
+        _wait_until(
+            lambda: all(
+                len(bronze_records(spark, table)) >= len(expected[topic])
+                for topic, table in TOPICS.items()
+            ),
+            timeout=180,
+            what="ingestion to catch up with the landing zone",
+        )
+    finally:
+        stop.set()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+        log_file.close()
+    assert code == 0, (home / "ingest-concurrent.log").read_text()[-3000:]
+
+    # Every landing line exactly once in Bronze, nothing else.
+    for topic, table in TOPICS.items():
+        assert bronze_records(spark, table) == expected[topic], topic
+
+    # And a build after the stream caught up sees every users change.
+    dbt("build")
+    staged = spark.table("silver.stg_blog__users").count()
+    assert staged == len(expected["blog.public.users"])

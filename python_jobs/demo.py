@@ -36,7 +36,7 @@ def has_workload(landing: Path) -> bool:
 
 
 def simulate(landing: Path, truth: Path) -> None:
-    from python_jobs.simulate.__main__ import main as simulate_main
+    from python_jobs.simulate.cli import main as simulate_main
 
     code = simulate_main(["--landing-dir", str(landing), "--truth-dir", str(truth), *SIMULATION])
     if code:

@@ -20,7 +20,8 @@
         ) }}
     {%- endif -%}
     {%- if execute -%}
-        {%- for schema in schemas -%}
+        {%- set existing = run_query("show schemas").columns[0].values() | map('lower') | list -%}
+        {%- for schema in schemas if schema | lower not in existing -%}
             {%- do run_query("create schema if not exists " ~ schema) -%}
         {%- endfor -%}
     {%- endif -%}

@@ -27,7 +27,7 @@
                 {%- do identifiers.append(source.identifier) -%}
             {%- endif -%}
         {%- endfor -%}
-        {%- do run_query("create schema if not exists bronze") -%}
+        {%- do create_layer_schemas(['bronze']) -%}
         {%- for identifier in identifiers | sort -%}
             {%- do run_query(
                 "create table if not exists bronze." ~ identifier

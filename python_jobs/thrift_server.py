@@ -1,0 +1,74 @@
+"""A Spark Thrift Server with the project's settings, on loopback.
+
+What the `cluster` dbt target talks to, runnable on a laptop: it lets you try the
+cluster target (and BI tools that speak HiveServer2) without a cluster. The server owns
+the catalog of its `LAKEHOUSE_HOME` (embedded Derby), so run it with a home no other
+catalog-bound process is using; the ingestion job can still write Bronze by path.
+
+    python -m python_jobs.thrift_server --port 10000
+    DBT_TARGET=cluster SPARK_THRIFT_PORT=10000 python -m python_jobs.run_dbt build
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pyspark
+
+from python_jobs.spark import paths, spark_settings
+
+SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+DELTA_JAR_PREFIXES = ("io.delta_delta-spark", "io.delta_delta-storage")
+
+
+def command(port: int, host: str = "127.0.0.1") -> list[str]:
+    """The spark-submit command line that starts the server with every project setting."""
+    spark_home = Path(pyspark.__file__).parent
+    settings = spark_settings(catalog=True)
+    # HiveServer2 sessions resolve data sources through their own class loader, which
+    # does not see `spark.jars`: put the Delta jars themselves on the driver's class
+    # path (only those: their transitive dependencies, e.g. an older Jackson, would
+    # shadow Spark's own).
+    jars = settings.get("spark.jars")
+    if jars is None:
+        raise SystemExit(
+            "the Delta jars are not cached yet: run `make setup` (or any job) once first"
+        )
+    delta = [j for j in jars.split(",") if Path(j).name.startswith(DELTA_JAR_PREFIXES)]
+    settings["spark.driver.extraClassPath"] = os.pathsep.join(delta)
+    args = [str(spark_home / "bin" / "spark-submit"), "--class", SERVER_CLASS]
+    for key, value in settings.items():
+        args += ["--conf", f"{key}={value}"]
+    args += [
+        "spark-internal",
+        "--hiveconf",
+        f"hive.server2.thrift.port={port}",
+        "--hiveconf",
+        f"hive.server2.thrift.bind.host={host}",
+    ]
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m python_jobs.thrift_server",
+        description="Start a Spark Thrift Server on loopback with the project's Spark and "
+        "Delta settings, for the `cluster` dbt target. Runs until stopped.",
+    )
+    parser.add_argument("--port", type=int, default=10000, help="port (default 10000)")
+    args = parser.parse_args(argv)
+    for name, path in paths().items():
+        if name != "metastore":
+            path.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent)}
+    env.setdefault("SPARK_LAUNCHER_OPTS", f"-XX:-UsePerfData -Djava.io.tmpdir={paths()['tmp']}")
+    cmd = command(args.port)
+    os.execve(cmd[0], cmd, env)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -68,7 +68,12 @@ def jar_settings() -> dict[str, str]:
         jars = listing.read_text().split()
         if jars and all(Path(j).exists() for j in jars):
             return {"spark.jars": ",".join(jars)}
-    return {"spark.jars.packages": ",".join(PACKAGES), "spark.jars.ivy": str(jar_cache_dir())}
+    return {
+        "spark.jars.packages": ",".join(PACKAGES),
+        "spark.jars.ivy": str(jar_cache_dir()),
+        # Maven Central only.
+        "spark.jars.ivySettings": str(Path(__file__).with_name("ivysettings.xml")),
+    }
 
 
 def _record_resolved_jars(spark: SparkSession) -> None:

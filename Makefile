@@ -19,7 +19,7 @@ export DO_NOT_TRACK := 1
 DBT_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: help setup java demo test lint ingest build docs simulate clean
+.PHONY: help setup java demo test lint ingest build docs simulate bench clean
 
 help:
 	@echo "make demo     simulate a workload, ingest it, build everything, print a summary"
@@ -27,6 +27,7 @@ help:
 	@echo "make ingest   ingest the landing zone into Bronze once (available now)"
 	@echo "make build    dbt build over the whole project (extra args: DBT_ARGS=...)"
 	@echo "make docs     generate the dbt docs site under LAKEHOUSE_HOME"
+	@echo "make bench    benchmarks (see bench/), printed with their baselines"
 	@echo "make setup    create .venv, install the pinned stack, resolve the Spark jars"
 
 # Java 17 (or 21) is a prerequisite of Spark 4; we don't install a JDK behind your back.
@@ -41,6 +42,9 @@ java:
 
 $(STAMP): pyproject.toml | java
 	@mkdir -p "$(TMPDIR)"
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { \
+	  echo "Python 3.11 is required (found: $$($(PYTHON) --version 2>&1))."; \
+	  echo "Run make with PYTHON=/path/to/python3.11."; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $$($(PYTHON) -c 'import tomllib; print(" ".join("\x27" + d + "\x27" for d in tomllib.load(open("pyproject.toml","rb"))["project"]["dependencies"]))' | xargs)
@@ -70,6 +74,9 @@ docs: setup
 
 simulate: setup
 	$(PY) -m python_jobs.simulate $(SIM_ARGS)
+
+bench: setup
+	$(PY) -m bench.bench_simulator
 
 lint: setup
 	$(VENV)/bin/ruff check python_jobs tests bench

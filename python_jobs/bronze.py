@@ -7,7 +7,7 @@ table definition. Sources (file or Kafka readers) and sinks (the Delta writer) l
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -42,8 +42,9 @@ TABLE_PROPERTIES = {"delta.appendOnly": "true"}
 
 
 def is_tombstone(raw: Column) -> Column:
-    """A Kafka tombstone as the landing zone writes it: a line that is `null` or empty."""
-    return F.trim(raw).isin("", "null")
+    """A Kafka tombstone as the landing zone writes it: a line that is `null` or empty
+    (surrounding whitespace, a CRLF's carriage return included, does not count)."""
+    return F.regexp_replace(raw, r"^\s+|\s+$", "").isin("", "null")
 
 
 def split_lines(files: DataFrame) -> DataFrame:
@@ -66,14 +67,20 @@ def split_lines(files: DataFrame) -> DataFrame:
 
 
 def decorate(lines: DataFrame, batch_id: int, ingested_at: datetime) -> DataFrame:
-    """Lines of one micro-batch to Bronze rows: tombstones out, metadata columns in."""
+    """Lines of one micro-batch to Bronze rows: tombstones out, metadata columns in.
+
+    `ingested_at` must be timezone-aware (UTC): a naive datetime is ambiguous.
+    """
+    if ingested_at.tzinfo is None:
+        raise ValueError("decorate: ingested_at must be timezone-aware (UTC)")
+    ingested_at = ingested_at.astimezone(UTC)
     return lines.where(~is_tombstone(F.col("_raw"))).select(
         "_raw",
         "_source_file",
         "_line_number",
         F.lit(ingested_at).cast("timestamp").alias("_ingested_at"),
         F.lit(batch_id).cast("bigint").alias("_batch_id"),
-        F.lit(ingested_at.date()).cast("date").alias(PARTITION_COLUMN),
+        F.lit(ingested_at.date()).alias(PARTITION_COLUMN),
     )
 
 

@@ -1,14 +1,16 @@
 """The one place that builds the SparkSession and holds every Spark and Delta setting.
 
-Jobs, tests and dbt (through ``python -m python_jobs.dbt``) all get their session from
-:func:`get_spark`, so they read and write the same catalog with the same settings.
+Jobs, tests and dbt (through ``python -m python_jobs.run_dbt``) all get their session
+from :func:`get_spark`, so they read and write the same catalog with the same settings;
+the local Thrift server (``python_jobs.thrift_server``) starts with
+:func:`thrift_server_settings`, the same settings again.
 
 Layout under ``LAKEHOUSE_HOME`` (default ``./.lakehouse``)::
 
     metastore_db/   the catalog (embedded Derby metastore, one process at a time)
     warehouse/      managed tables of the silver, gold and ops schemas
     bronze/         Bronze Delta tables, written *by path* by the ingestion job
-    ops/            ingestion observability tables, also written by path
+    ops/            tables the jobs write by path (ingestion observability)
     checkpoints/    Structured Streaming checkpoints, one per query
     landing/        the landing zone of files (the embedded default source)
     tmp/            Spark scratch space and the JVM's temp dir
@@ -23,12 +25,16 @@ a reader of a path-based table and a streaming appender safe together.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import sys
+import time
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parent
 
 SPARK_VERSION = "4.2.0"
 DELTA_VERSION = "4.4.0"
@@ -39,6 +45,42 @@ PACKAGES = (
     f"io.delta:delta-spark_{SPARK_VERSION.rsplit('.', 1)[0]}_{SCALA_VERSION}:{DELTA_VERSION}",
     f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_VERSION}",
 )
+# Transitive dependencies that Spark already ships (at the versions it was built
+# with): leaving them out keeps a second, older copy off the class path.
+EXCLUDED_PACKAGES = (
+    "com.fasterxml.jackson.core:jackson-databind",
+    "com.fasterxml.jackson.core:jackson-core",
+    "com.fasterxml.jackson.core:jackson-annotations",
+    "org.apache.parquet:parquet-hadoop",
+    "org.apache.parquet:parquet-column",
+    "org.apache.parquet:parquet-common",
+    "org.apache.parquet:parquet-encoding",
+    "org.apache.parquet:parquet-format-structures",
+    "org.apache.parquet:parquet-jackson",
+    "org.apache.logging.log4j:log4j-api",
+    "org.apache.logging.log4j:log4j-core",
+    "org.apache.logging.log4j:log4j-slf4j2-impl",
+    "org.slf4j:slf4j-api",
+    "org.apache.hadoop:hadoop-client-api",
+    "org.apache.hadoop:hadoop-client-runtime",
+    "org.xerial.snappy:snappy-java",
+    "at.yawk.lz4:lz4-java",
+    "com.github.luben:zstd-jni",
+    "com.google.code.findbugs:jsr305",
+    "org.scala-lang.modules:scala-parallel-collections_2.13",
+    "org.roaringbitmap:RoaringBitmap",
+    "org.roaringbitmap:shims",
+)
+IVY_SETTINGS = HERE / "ivysettings.xml"
+# The jars HiveServer2 needs on the driver's class path (see thrift_server_settings).
+DELTA_JAR_PREFIXES = ("io.delta_delta-spark", "io.delta_delta-storage")
+
+# Every timestamp in this project is UTC. Spark's session time zone is UTC (below), and
+# so is this process's local time zone: PySpark converts naive datetimes through the
+# local zone when it sends or collects them, so anything else would shift
+# `_ingested_at` and every collected timestamp by the machine's UTC offset.
+os.environ["TZ"] = "UTC"
+time.tzset()
 
 
 def lakehouse_home() -> Path:
@@ -47,32 +89,40 @@ def lakehouse_home() -> Path:
 
 
 def jar_cache_dir() -> Path:
-    """Where resolved jars are cached: inside the virtualenv, so it survives runs."""
-    venv = os.environ.get("VIRTUAL_ENV") or str(REPO_ROOT / ".venv")
-    return Path(venv) / "ivy"
+    """Where resolved jars are cached: inside the virtualenv running this code."""
+    return Path(sys.prefix) / "ivy"
 
 
 def _resolved_jars_file() -> Path:
-    return jar_cache_dir() / f"resolved-{'-'.join(p.split(':')[1] for p in PACKAGES)}.txt"
+    key = "\n".join([*PACKAGES, *EXCLUDED_PACKAGES, IVY_SETTINGS.read_text()])
+    return jar_cache_dir() / f"resolved-{hashlib.sha256(key.encode()).hexdigest()[:16]}.txt"
+
+
+def cached_jars() -> list[str] | None:
+    """The jar files resolved for exactly these packages, if they are all cached."""
+    listing = _resolved_jars_file()
+    if not listing.exists():
+        return None
+    jars = listing.read_text().split()
+    return jars if jars and all(Path(j).exists() for j in jars) else None
 
 
 def jar_settings() -> dict[str, str]:
     """The Delta and Kafka connector jars.
 
-    The first session on a machine resolves `PACKAGES` from Maven Central through
+    The first session on a machine resolves `PACKAGES` from Maven Central (only) through
     Spark's Ivy into the virtualenv; :func:`get_spark` then records the resolved jar
-    files, and later sessions load those files directly (no resolution, no network).
+    files under a name derived from the packages, so later sessions load those files
+    directly (no resolution, no network) until a version changes.
     """
-    listing = _resolved_jars_file()
-    if listing.exists():
-        jars = listing.read_text().split()
-        if jars and all(Path(j).exists() for j in jars):
-            return {"spark.jars": ",".join(jars)}
+    jars = cached_jars()
+    if jars:
+        return {"spark.jars": ",".join(jars)}
     return {
         "spark.jars.packages": ",".join(PACKAGES),
+        "spark.jars.excludes": ",".join(EXCLUDED_PACKAGES),
         "spark.jars.ivy": str(jar_cache_dir()),
-        # Maven Central only.
-        "spark.jars.ivySettings": str(Path(__file__).with_name("ivysettings.xml")),
+        "spark.jars.ivySettings": str(IVY_SETTINGS),
     }
 
 
@@ -105,6 +155,12 @@ def paths() -> dict[str, Path]:
     }
 
 
+def launcher_environment() -> dict[str, str]:
+    """Environment for the launcher JVM that spark-submit starts before the driver:
+    no perf-data files and no temp files outside LAKEHOUSE_HOME."""
+    return {"SPARK_LAUNCHER_OPTS": f"-XX:-UsePerfData -Djava.io.tmpdir={paths()['tmp']}"}
+
+
 def spark_settings(catalog: bool = True) -> dict[str, str]:
     """Every Spark and Delta setting the project uses, with the reason for each."""
     p = paths()
@@ -114,10 +170,12 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
             # Keep every scratch file under LAKEHOUSE_HOME (nothing written elsewhere).
             f"-Djava.io.tmpdir={tmp}",
             f"-Dderby.system.home={p['home']}",
+            # UTC in the JVM too (see the TZ note at the top of this module).
+            "-Duser.timezone=UTC",
             # No /tmp/hsperfdata_* files from the JVM.
             "-XX:-UsePerfData",
             # Warnings and errors only, without the embedded catalog's start-up noise.
-            f"-Dlog4j2.configurationFile={Path(__file__).with_name('log4j2.properties')}",
+            f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
         ]
     )
     settings = {
@@ -136,6 +194,7 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
         ),
         "spark.hadoop.hive.exec.scratchdir": str(p["tmp"] / "hive"),
         "spark.hadoop.hive.exec.local.scratchdir": str(p["tmp"] / "hive-local"),
+        "spark.hadoop.hive.downloaded.resources.dir": str(p["tmp"] / "hive-resources"),
         "spark.hadoop.hive.metastore.schema.verification": "false",
         # A laptop-sized driver: 2 cores share the work; memory for sorts and merges.
         "spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", "6g"),
@@ -155,10 +214,9 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
         # whole files, so the cost of a merge follows the batch, not the table.
         "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
         # Change data feed on by default for new tables: incremental models downstream
-        # of silver read only what changed.
+        # of silver read only what changed. (Schema evolution is not switched on
+        # globally: a MERGE that may add columns says so, `merge with schema evolution`.)
         "spark.databricks.delta.properties.defaults.enableChangeDataFeed": "true",
-        # Schema evolution in MERGE: a new source column is added to the target.
-        "spark.databricks.delta.schema.autoMerge.enabled": "true",
         # No web UI (no port clashes when ingestion and dbt run side by side).
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -169,23 +227,46 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
     return settings
 
 
+def thrift_server_settings() -> dict[str, str]:
+    """Settings for a Spark Thrift Server (HiveServer2) bound to the catalog.
+
+    HiveServer2 sessions resolve data sources through their own class loader, which
+    does not see `spark.jars`: the Delta jars themselves also go on the driver's class
+    path (only those: their transitive dependencies could shadow Spark's own).
+    """
+    jars = cached_jars()
+    if not jars:
+        raise RuntimeError(
+            "the Delta jars are not cached yet: run `make setup` (or any job) once first"
+        )
+    settings = spark_settings(catalog=True)
+    delta = [j for j in jars if Path(j).name.startswith(DELTA_JAR_PREFIXES)]
+    settings["spark.driver.extraClassPath"] = os.pathsep.join(delta)
+    return settings
+
+
 def get_spark(catalog: bool = True) -> SparkSession:
     """Return the Delta-enabled SparkSession of this process (created on first call).
 
     ``catalog=True`` binds it to the catalog dbt uses (embedded Derby: call it while no
     other process holds the catalog). ``catalog=False`` gives a session with an
-    in-memory catalog, for jobs that read and write Delta tables by path while dbt runs.
+    in-memory catalog, for jobs that read and write Delta tables by path while dbt runs;
+    such jobs also run on a catalog-bound session when one is already active.
     """
     active = SparkSession.getActiveSession()
     if active is not None:
+        implementation = active.conf.get("spark.sql.catalogImplementation")
+        if catalog and implementation != "hive":
+            raise RuntimeError(
+                "get_spark(catalog=True): this process already runs a session without "
+                f"the catalog ({implementation}); build the catalog-bound session first"
+            )
         return active
-    for path in paths().values():
-        if path.name != "metastore_db":
+    for name, path in paths().items():
+        if name != "metastore":
             path.mkdir(parents=True, exist_ok=True)
-    # The launcher JVM that spark-submit starts first: no perf data files in /tmp.
-    os.environ.setdefault(
-        "SPARK_LAUNCHER_OPTS", f"-XX:-UsePerfData -Djava.io.tmpdir={paths()['tmp']}"
-    )
+    for key, value in launcher_environment().items():
+        os.environ.setdefault(key, value)
     builder = SparkSession.builder
     for key, value in spark_settings(catalog).items():
         builder = builder.config(key, value)
@@ -196,7 +277,7 @@ def get_spark(catalog: bool = True) -> SparkSession:
     return spark
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     """`python -m python_jobs.spark`: start a session once (resolving the jars on a
     fresh machine) and print what it runs on."""
     import argparse
@@ -205,7 +286,7 @@ def main() -> int:
         prog="python -m python_jobs.spark",
         description="Start the project's SparkSession once (resolves and caches the "
         "Delta and Kafka jars on first use) and print its versions and paths.",
-    ).parse_args()
+    ).parse_args(argv)
     spark = get_spark(catalog=False)
     print(f"Spark {spark.version}, Delta {DELTA_VERSION}, master {spark.sparkContext.master}")
     print(f"lakehouse home: {lakehouse_home()}")

@@ -18,29 +18,16 @@ from pathlib import Path
 
 import pyspark
 
-from python_jobs.spark import paths, spark_settings
+from python_jobs.spark import launcher_environment, paths, thrift_server_settings
 
 SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
-DELTA_JAR_PREFIXES = ("io.delta_delta-spark", "io.delta_delta-storage")
 
 
 def command(port: int, host: str = "127.0.0.1") -> list[str]:
     """The spark-submit command line that starts the server with every project setting."""
     spark_home = Path(pyspark.__file__).parent
-    settings = spark_settings(catalog=True)
-    # HiveServer2 sessions resolve data sources through their own class loader, which
-    # does not see `spark.jars`: put the Delta jars themselves on the driver's class
-    # path (only those: their transitive dependencies, e.g. an older Jackson, would
-    # shadow Spark's own).
-    jars = settings.get("spark.jars")
-    if jars is None:
-        raise SystemExit(
-            "the Delta jars are not cached yet: run `make setup` (or any job) once first"
-        )
-    delta = [j for j in jars.split(",") if Path(j).name.startswith(DELTA_JAR_PREFIXES)]
-    settings["spark.driver.extraClassPath"] = os.pathsep.join(delta)
     args = [str(spark_home / "bin" / "spark-submit"), "--class", SERVER_CLASS]
-    for key, value in settings.items():
+    for key, value in thrift_server_settings().items():
         args += ["--conf", f"{key}={value}"]
     args += [
         "spark-internal",
@@ -63,9 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, path in paths().items():
         if name != "metastore":
             path.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "SPARK_HOME": str(Path(pyspark.__file__).parent)}
-    env.setdefault("SPARK_LAUNCHER_OPTS", f"-XX:-UsePerfData -Djava.io.tmpdir={paths()['tmp']}")
-    cmd = command(args.port)
+    try:
+        cmd = command(args.port)
+    except RuntimeError as error:
+        parser.exit(1, f"{parser.prog}: error: {error}\n")
+    env = {
+        **os.environ,
+        **launcher_environment(),
+        "SPARK_HOME": str(Path(pyspark.__file__).parent),
+    }
     os.execve(cmd[0], cmd, env)
     return 0  # not reached
 

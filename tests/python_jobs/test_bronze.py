@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta, timezone
+
+import pytest
 
 from python_jobs import bronze
 
-INGESTED_AT = datetime(2024, 10, 7, 12, 30, 0)
+# Late in the UTC day: a time zone shift would move the partition date too.
+INGESTED_AT = datetime(2024, 10, 7, 23, 30, 0, tzinfo=UTC)
+NAIVE_UTC = datetime(2024, 10, 7, 23, 30, 0)
+LINES_SCHEMA = "_raw string, _source_file string, _line_number int"
 
 
 def _files(spark, rows: list[tuple[str, str]]):
@@ -42,16 +47,41 @@ def test_decorate_drops_tombstones_and_adds_metadata(spark) -> None:
             ("null", "f.json", 2),
             ("  ", "f.json", 3),
             ('{"a":2}', "f.json", 4),
+            ("null\r", "f.json", 5),  # a CRLF file's tombstone
+            ("\t", "f.json", 6),
+            ('"null"', "f.json", 7),  # a JSON string, not a tombstone
         ],
-        "_raw string, _source_file string, _line_number int",
+        LINES_SCHEMA,
     )
     out = bronze.decorate(lines, batch_id=7, ingested_at=INGESTED_AT)
     assert [f.name for f in out.schema] == [f.name for f in bronze.BRONZE_SCHEMA]
     got = sorted(tuple(r) for r in out.collect())
     assert got == [
-        ('{"a":1}', "f.json", 1, INGESTED_AT, 7, date(2024, 10, 7)),
-        ('{"a":2}', "f.json", 4, INGESTED_AT, 7, date(2024, 10, 7)),
+        ('"null"', "f.json", 7, NAIVE_UTC, 7, date(2024, 10, 7)),
+        ('{"a":1}', "f.json", 1, NAIVE_UTC, 7, date(2024, 10, 7)),
+        ('{"a":2}', "f.json", 4, NAIVE_UTC, 7, date(2024, 10, 7)),
     ]
+
+
+def test_decorate_stores_the_utc_instant_whatever_the_callers_zone(spark) -> None:
+    lines = spark.createDataFrame(
+        [("x", "f.json", 1)], "_raw string, _source_file string, _line_number int"
+    )
+    in_kolkata = INGESTED_AT.astimezone(timezone(timedelta(hours=5, minutes=30)))
+    row = (
+        bronze.decorate(lines, 0, in_kolkata)
+        .selectExpr("date_format(_ingested_at, 'yyyy-MM-dd HH:mm') as t", "_ingest_date")
+        .first()
+    )
+    assert (row.t, row._ingest_date) == ("2024-10-07 23:30", date(2024, 10, 7))
+
+
+def test_decorate_refuses_a_naive_time(spark) -> None:
+    lines = spark.createDataFrame(
+        [("x", "f.json", 1)], "_raw string, _source_file string, _line_number int"
+    )
+    with pytest.raises(ValueError, match="timezone-aware"):
+        bronze.decorate(lines, 0, NAIVE_UTC)
 
 
 def test_ensure_table_creates_an_empty_append_only_table_once(spark, tmp_path, monkeypatch) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -44,12 +45,29 @@ def test_catalog_free_settings_use_an_in_memory_catalog() -> None:
     assert spark_settings(catalog=True)["spark.sql.catalogImplementation"] == "hive"
 
 
-def test_a_second_session_loads_cached_jars_without_resolving(spark, tmp_path: Path) -> None:
+SECOND_SESSION = """
+import json
+from datetime import UTC, datetime
+from python_jobs import bronze
+from python_jobs.spark import get_spark
+spark = get_spark(catalog=False)
+lines = spark.createDataFrame([("x", "f", 1)], "_raw string, _source_file string, _line_number int")
+row = bronze.decorate(lines, 0, datetime(2024, 10, 7, 23, 30, tzinfo=UTC)).selectExpr(
+    "date_format(_ingested_at, 'yyyy-MM-dd HH:mm:ss') as t",
+    "cast(_ingest_date as string) as d",
+    "_ingested_at as collected",
+).first()
+print(json.dumps({"t": row.t, "d": row.d, "collected": str(row.collected)}))
+"""
+
+
+def test_a_second_session_uses_cached_jars_and_utc_in_any_zone(spark, tmp_path: Path) -> None:
     # The suite's session (started above) resolved or reused the jars and recorded them.
     assert _resolved_jars_file().exists()
-    env = {**os.environ, "LAKEHOUSE_HOME": str(tmp_path / "home")}
+    # A machine far from UTC: timestamps must still be stored and read back as UTC.
+    env = {**os.environ, "LAKEHOUSE_HOME": str(tmp_path / "home"), "TZ": "Asia/Kolkata"}
     proc = subprocess.run(
-        [sys.executable, "-m", "python_jobs.spark"],
+        [sys.executable, "-c", SECOND_SESSION],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -57,7 +75,11 @@ def test_a_second_session_loads_cached_jars_without_resolving(spark, tmp_path: P
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "Delta 4.4.0" in proc.stdout
+    assert json.loads(proc.stdout.splitlines()[-1]) == {
+        "t": "2024-10-07 23:30:00",
+        "d": "2024-10-07",
+        "collected": "2024-10-07 23:30:00",
+    }
     # No Ivy resolution at all, so nothing can be downloaded.
     assert "resolving dependencies" not in proc.stderr
     assert "downloading" not in proc.stderr.lower()

@@ -21,6 +21,7 @@ import json
 import logging
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -50,6 +51,9 @@ def read_landing(spark: SparkSession, topic: Topic, landing: Path, max_files: in
         .option("wholetext", "true")
         .option("pathGlobFilter", "*.json")
         .option("maxFilesPerTrigger", max_files)
+        # Never skip a file for being old (Spark's default ignores files 7 days older
+        # than the newest seen, e.g. a backfill copied in with its original times).
+        .option("maxFileAge", "3650d")
         .load(str(directory))
         .select("value", F.col("_metadata.file_path").alias("_source_file"))
     )
@@ -65,7 +69,7 @@ def bronze_writer(topic: Topic, checkpoint: Path) -> Callable[[DataFrame, int], 
 
     def write_batch(files: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        ingested_at = datetime.now(UTC).replace(tzinfo=None)
+        ingested_at = datetime.now(UTC)
         rows = bronze.decorate(bronze.split_lines(files), batch_id, ingested_at)
         (
             rows.write.format("delta")
@@ -85,6 +89,28 @@ def bronze_writer(topic: Topic, checkpoint: Path) -> Callable[[DataFrame, int], 
     return write_batch
 
 
+class IngestError(RuntimeError):
+    """Ingestion cannot start or continue safely; the message says why and what to do."""
+
+
+def check_checkpoint(spark: SparkSession, topic: Topic, checkpoint: Path) -> None:
+    """Refuse to start a fresh checkpoint over a Bronze table that already has rows.
+
+    The checkpoint is what remembers which landing files were ingested; without it every
+    file would be appended again (Bronze is append-only, so the duplicates would stay).
+    """
+    if (checkpoint / "metadata").exists():
+        return
+    if spark.read.format("delta").load(str(topic.bronze_path)).limit(1).count() == 0:
+        return
+    raise IngestError(
+        f"{topic.topic}: the Bronze table {topic.bronze_path} has rows but its streaming "
+        f"checkpoint {checkpoint} is missing, so ingesting would append every landing "
+        "file again. Restore the checkpoint, or delete both the Bronze table and the "
+        "checkpoint to re-ingest the landing zone from scratch."
+    )
+
+
 def start_query(
     spark: SparkSession,
     topic: Topic,
@@ -94,6 +120,7 @@ def start_query(
     max_files: int,
 ) -> StreamingQuery:
     checkpoint = checkpoint_dir(topic)
+    check_checkpoint(spark, topic, checkpoint)
     writer = (
         read_landing(spark, topic, landing, max_files)
         .writeStream.queryName(f"ingest_{topic.table}")
@@ -129,16 +156,20 @@ def run(
     topics = topics if topics is not None else load_topics()
     bronze.ensure_tables(spark, topics)
     stop = _StopFlag()
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    queries = [start_query(spark, t, landing, once, trigger_interval, max_files) for t in topics]
-    log.info(
-        "ingesting %d topics from %s (%s)",
-        len(topics),
-        landing,
-        "available now" if once else f"every {trigger_interval}s",
-    )
+    previous_handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous_handlers[signum] = signal.signal(signum, stop)
+    queries: list[StreamingQuery] = []
     try:
+        for topic in topics:
+            queries.append(start_query(spark, topic, landing, once, trigger_interval, max_files))
+        log.info(
+            "ingesting %d topics from %s (%s)",
+            len(topics),
+            landing,
+            "available now" if once else f"every {trigger_interval}s",
+        )
         while any(q.isActive for q in queries):
             if stop.requested:
                 for query in queries:
@@ -148,15 +179,17 @@ def run(
                 break
             for query in queries:
                 if query.exception() is not None:
-                    raise RuntimeError(f"{query.name} failed: {query.exception()}")
+                    raise IngestError(f"{query.name} failed: {query.exception()}")
             time.sleep(0.5)
     finally:
         for query in queries:
             if query.isActive:
                 query.stop()
+        for signum, handler in previous_handlers.items():
+            signal.signal(signum, handler)
     for query in queries:
         if query.exception() is not None:
-            raise RuntimeError(f"{query.name} failed: {query.exception()}")
+            raise IngestError(f"{query.name} failed: {query.exception()}")
     log.info("ingestion stopped")
 
 
@@ -203,12 +236,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     args = parse_args(argv)
     landing = args.landing_dir or paths()["landing"]
-    run(
-        landing=landing,
-        once=args.trigger_interval is None,
-        trigger_interval=args.trigger_interval or 10.0,
-        max_files=args.max_files_per_batch,
-    )
+    try:
+        run(
+            landing=landing,
+            once=args.trigger_interval is None,
+            trigger_interval=args.trigger_interval or 10.0,
+            max_files=args.max_files_per_batch,
+        )
+    except IngestError as error:
+        log.error("%s", error)
+        return 1
     return 0
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -65,5 +67,44 @@ def dbt(spark):
                 f"{result.exception or ''} {messages}"
             )
         return result
+
+    return run
+
+
+@pytest.fixture()
+def clean_lakehouse(spark):
+    """An empty lakehouse: no tables in the layer schemas, no Bronze, no checkpoints."""
+    from python_jobs.spark import paths
+    from tests.helpers import reset_lakehouse
+
+    reset_lakehouse(spark)
+    yield paths()
+
+
+@pytest.fixture()
+def simulate() -> Callable[..., Path]:
+    """Run the workload simulator (pure Python) into `landing`; returns the truth dir."""
+
+    def run(landing: Path, truth: Path, *args: str) -> Path:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "python_jobs.simulate",
+                "--landing-dir",
+                str(landing),
+                "--truth-dir",
+                str(truth),
+                "--quiet",
+                *args,
+            ],
+            cwd=Path(__file__).resolve().parent.parent,
+            env=os.environ.copy(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return truth
 
     return run

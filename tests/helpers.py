@@ -38,7 +38,8 @@ def landing_records(landing: Path, topic: str) -> list[tuple[str, int, str]]:
         if not text:
             continue
         for number, line in enumerate(text.split("\n"), start=1):
-            if line.strip() not in ("", "null"):
+            # Whitespace as Java's \\s (what Bronze's tombstone test trims).
+            if line.strip(" \t\n\r\f\v") not in ("", "null"):
                 records.append((file.name, number, line))
     return records
 

@@ -8,7 +8,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 # Everything the commands write lives under LAKEHOUSE_HOME (CONTRACT.md section 1).
-LAKEHOUSE_HOME ?= $(CURDIR)/.lakehouse
+ifeq ($(strip $(LAKEHOUSE_HOME)),)
+override LAKEHOUSE_HOME := $(CURDIR)/.lakehouse
+endif
 override LAKEHOUSE_HOME := $(abspath $(LAKEHOUSE_HOME))
 export LAKEHOUSE_HOME
 export TMPDIR := $(LAKEHOUSE_HOME)/tmp
@@ -31,8 +33,10 @@ help:
 	@echo "make setup    create .venv, install the pinned stack, resolve the Spark jars"
 
 # Java 17 (or 21) is a prerequisite of Spark 4; we don't install a JDK behind your back.
+# Checked the way Spark finds it: $$JAVA_HOME/bin/java if JAVA_HOME is set, else PATH.
 java:
-	@v=$$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
+	@j=$${JAVA_HOME:+$$JAVA_HOME/bin/}java; \
+	v=$$($$j -XX:-UsePerfData -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1); \
 	if [ "$$v" != "17" ] && [ "$$v" != "21" ]; then \
 	  echo "Java 17 is required (found: $${v:-none})."; \
 	  echo "Install it with: sudo apt-get update && sudo apt-get install -y openjdk-17-jdk-headless"; \
@@ -45,9 +49,9 @@ $(STAMP): pyproject.toml | java
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { \
 	  echo "Python 3.11 is required (found: $$($(PYTHON) --version 2>&1))."; \
 	  echo "Run make with PYTHON=/path/to/python3.11."; exit 1; }
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $$($(PYTHON) -c 'import tomllib; print(" ".join("\x27" + d + "\x27" for d in tomllib.load(open("pyproject.toml","rb"))["project"]["dependencies"]))' | xargs)
+	@test -x $(VENV)/bin/pip || $(PYTHON) -m venv --clear $(VENV)
+	$(PYTHON) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > $(VENV)/requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
 	@touch $@
 
 # The first session resolves the Delta and Kafka jars from Maven Central into .venv;

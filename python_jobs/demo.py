@@ -1,7 +1,7 @@
 """`make demo`: the whole pipeline on this machine, end to end, with a summary.
 
-1. simulate a few days of the blog platform into the landing zone (skipped when the
-   landing zone already holds a workload, so a second run changes nothing);
+1. simulate a few days of the blog platform into the landing zone (skipped when a
+   finished simulation is already there, so a second run changes nothing);
 2. ingest the landing zone into Bronze (available now);
 3. `dbt build` (models, snapshots, tests) and `dbt docs generate`;
 4. print rows per layer and where the docs are.
@@ -31,7 +31,7 @@ def _step(number: int, text: str) -> None:
     print(f"\n==> [{number}/4] {text}", flush=True)
 
 
-def has_workload(landing: Path) -> bool:
+def has_landing_files(landing: Path) -> bool:
     return any(landing.glob("*/*.json"))
 
 
@@ -69,8 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     landing, truth = p["landing"], p["home"] / "truth"
 
     _step(1, f"simulate the blog platform into {landing}")
-    if has_workload(landing):
-        print("    the landing zone already holds a workload: keeping it")
+    if (truth / "manifest.json").exists():
+        print("    the landing zone already holds the simulated workload: keeping it")
+    elif has_landing_files(landing):
+        print("    the landing zone holds files the simulator did not write: using them as is")
     else:
         simulate(landing, truth)
 

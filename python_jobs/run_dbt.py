@@ -7,8 +7,9 @@ command line to dbt:
 
     python -m python_jobs.run_dbt build --vars '{execution_time: "2024-10-07T00:00:00"}'
 
-dbt's target and log directories go under ``$LAKEHOUSE_HOME/dbt`` so that nothing is
-written outside the lakehouse home.
+With the `cluster` target (`DBT_TARGET=cluster` or `--target cluster`) no local session
+is started: dbt talks to the Thrift server. dbt's target and log directories go under
+``$LAKEHOUSE_HOME/dbt`` so that nothing is written outside the lakehouse home.
 """
 
 from __future__ import annotations
@@ -22,23 +23,35 @@ from python_jobs.spark import REPO_ROOT, lakehouse_home
 def configure_environment() -> None:
     """Point dbt at this project and keep everything it writes under LAKEHOUSE_HOME."""
     home = lakehouse_home()
-    os.environ.setdefault("LAKEHOUSE_HOME", str(home))
-    os.environ.setdefault("DBT_PROJECT_DIR", str(REPO_ROOT))
-    os.environ.setdefault("DBT_PROFILES_DIR", str(REPO_ROOT))
+    os.environ["LAKEHOUSE_HOME"] = str(home)  # absolute: dbt stores Bronze locations
+    # This project and its profiles, whatever a user's ~/.dbt or environment says.
+    os.environ["DBT_PROJECT_DIR"] = str(REPO_ROOT)
+    os.environ["DBT_PROFILES_DIR"] = str(REPO_ROOT)
     os.environ.setdefault("DBT_TARGET_PATH", str(home / "dbt" / "target"))
     os.environ.setdefault("DBT_LOG_PATH", str(home / "dbt" / "logs"))
-    os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ["DBT_SEND_ANONYMOUS_USAGE_STATS"] = "false"
+    os.environ["DO_NOT_TRACK"] = "1"
 
 
-def prepare_session() -> None:
-    """Start the catalog-bound session and create any Bronze table not yet ingested."""
+def target_of(args: list[str]) -> str:
+    """The dbt target a command line selects (`--target X`, `-t X`, or DBT_TARGET)."""
+    for i, arg in enumerate(args):
+        if arg in ("--target", "-t") and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--target="):
+            return arg.split("=", 1)[1]
+    return os.environ.get("DBT_TARGET", "local")
+
+
+def prepare_session(target: str) -> None:
+    """For the embedded target: start the catalog-bound session and create any Bronze
+    table not yet ingested (a topic with no files yet still has its empty table)."""
+    if target != "local":
+        return
     from python_jobs import bronze
     from python_jobs.spark import get_spark
     from python_jobs.topics import load_topics
 
-    if os.environ.get("DBT_TARGET", "local") != "local":
-        return
     bronze.ensure_tables(get_spark(), load_topics())
 
 
@@ -47,7 +60,7 @@ def invoke(args: list[str]):
     from dbt.cli.main import dbtRunner
 
     configure_environment()
-    prepare_session()
+    prepare_session(target_of(args))
     return dbtRunner().invoke(args)
 
 

@@ -1,12 +1,23 @@
 {#-
     Generic test: the combination of `columns` is unique in the model. Null key parts
-    compare equal (a composite key with a null part still identifies one row).
+    group together, so a composite key with a null part is still checked.
 -#}
 {% test unique_combination(model, columns) %}
-    {%- if columns is string or columns | length == 0 -%}
+    {{ return(adapter.dispatch('test_unique_combination', 'lakehouse')(model, columns)) }}
+{% endtest %}
+
+{% macro default__test_unique_combination(model, columns) -%}
+    {{ exceptions.raise_compiler_error(
+        "unique_combination: only the spark adapter is supported, not " ~ adapter.type()
+    ) }}
+{%- endmacro %}
+
+{% macro spark__test_unique_combination(model, columns) -%}
+    {%- if columns is none or columns is string or columns is mapping
+        or columns | length == 0 -%}
         {{ exceptions.raise_compiler_error(
-            "unique_combination on " ~ model ~ ": `columns` must be a non-empty list, got "
-            ~ columns
+            "unique_combination on " ~ model ~ ": `columns` must be a non-empty list of "
+            ~ "column names, got " ~ (columns | string)
         ) }}
     {%- endif -%}
     select
@@ -15,4 +26,4 @@
     from {{ model }}
     group by {{ columns | join(', ') }}
     having count(*) > 1
-{% endtest %}
+{%- endmacro %}

@@ -29,9 +29,10 @@
         {%- endfor -%}
         {%- do create_layer_schemas(['bronze']) -%}
         {%- for identifier in identifiers | sort -%}
+            {%- set location = (bronze_root ~ "/" ~ identifier) | replace("'", "\\'") -%}
             {%- do run_query(
                 "create table if not exists bronze." ~ identifier
-                ~ " using delta location '" ~ bronze_root ~ "/" ~ identifier ~ "'"
+                ~ " using delta location '" ~ location ~ "'"
             ) -%}
         {%- endfor -%}
         {{ log("registered " ~ identifiers | length ~ " bronze tables", info=false) }}

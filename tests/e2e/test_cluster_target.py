@@ -7,6 +7,7 @@ ingestion job writes that home's Bronze by path, and `dbt build --target cluster
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -81,7 +82,10 @@ def test_dbt_build_runs_through_a_spark_thrift_server(
             timeout=600,
         )
         assert build.returncode == 0, build.stdout[-4000:]
-        assert "Done. PASS=10 WARN=0 ERROR=0" in build.stdout
+        results = json.loads((home / "dbt" / "target" / "run_results.json").read_text())
+        statuses = {r["unique_id"]: r["status"] for r in results["results"]}
+        assert "model.lakehouse.stg_blog__users" in statuses
+        assert set(statuses.values()) <= {"success", "pass"}, statuses
 
         with hive.connect("127.0.0.1", port=port, username="dbt") as conn:
             cursor = conn.cursor()

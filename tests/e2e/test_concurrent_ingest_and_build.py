@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -41,9 +41,11 @@ def _deliver(outbox: Path, landing: Path, stop: threading.Event, pause: float) -
         time.sleep(pause)
 
 
-def _wait_until(predicate, timeout: float, what: str) -> None:
+def _wait_until(predicate, timeout: float, what: str, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the ingestion job exited ({proc.returncode}) before {what}")
         if predicate():
             return
         time.sleep(1)
@@ -58,8 +60,7 @@ def test_ingestion_runs_while_dbt_build_runs(spark, dbt, clean_lakehouse, simula
     simulate(outbox, home / "truth", "--seed", "7", "--days", "2", "--files-per-topic", "2")
     shutil.rmtree(outbox / "reference", ignore_errors=True)
     shutil.rmtree(outbox / ".tmp", ignore_errors=True)
-    first_day = sorted(outbox.glob("*/*.json"))[:1]
-    assert first_day, "the simulator wrote no files"
+    first = sorted(outbox.glob("blog.public.users/*.json"))[0]
 
     log_file = (home / "ingest-concurrent.log").open("w")
     proc = subprocess.Popen(
@@ -80,16 +81,23 @@ def test_ingestion_runs_while_dbt_build_runs(spark, dbt, clean_lakehouse, simula
     stop = threading.Event()
     deliverer = threading.Thread(target=_deliver, args=(outbox, landing, stop, 1.5))
     try:
-        # Let the ingestion session come up and create the Bronze tables.
+        # Let the ingestion job come up and ingest a first file (a warm stream), so that
+        # its later batches overlap the build instead of its start-up.
+        (landing / first.parent.name).mkdir(parents=True, exist_ok=True)
+        first.rename(landing / first.parent.name / first.name)
         _wait_until(
-            lambda: all((paths()["bronze"] / t / "_delta_log").exists() for t in TOPICS.values()),
-            timeout=180,
-            what="the ingestion job to create the Bronze tables",
+            lambda: (
+                (paths()["bronze"] / "blog_public_users" / "_delta_log").exists()
+                and bronze_records(spark, "blog_public_users")
+            ),
+            timeout=240,
+            what="the first file to reach Bronze",
+            proc=proc,
         )
         deliverer.start()
-        build_started = datetime.utcnow()
+        build_started = datetime.now(UTC).replace(tzinfo=None)
         dbt("build")
-        build_ended = datetime.utcnow()
+        build_ended = datetime.now(UTC).replace(tzinfo=None)
         assert proc.poll() is None, "the ingestion job died while dbt was building"
 
         # Bronze commits landed while dbt held the catalog: the two really overlapped.
@@ -110,6 +118,7 @@ def test_ingestion_runs_while_dbt_build_runs(spark, dbt, clean_lakehouse, simula
             ),
             timeout=180,
             what="ingestion to catch up with the landing zone",
+            proc=proc,
         )
     finally:
         stop.set()

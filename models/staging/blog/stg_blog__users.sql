@@ -23,7 +23,7 @@ row_images as (
         _batch_id,
         from_json(
             envelope.after,
-            'user_id bigint, email string, full_name string, country string, plan string, lifetime_value string, created_at bigint, updated_at bigint'
+            'user_id bigint, email string, full_name string, country string, plan string, lifetime_value string, created_at bigint, updated_at bigint'  -- noqa: LT05
         ) as after_image,
         from_json(envelope.before, 'user_id bigint') as before_image
     from envelopes

@@ -1,0 +1,104 @@
+"""Macros validate their arguments at compile time, naming the model and the value."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+
+def _compile_error(dbt, sql: str) -> str:
+    """The messages of the failure and of every exception in its chain."""
+    result = dbt("compile", "--inline", sql, expect_fail=True)
+    messages, error = [], result.exception
+    while error is not None and len(messages) < 10:
+        messages.append(str(error))
+        error = error.__cause__ or error.__context__
+    return "\n".join(messages)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            "decode_debezium_decimal('x', 19, 2)",
+            "precision must be an integer from 1 to 18, got 19",
+        ),
+        (
+            "decode_debezium_decimal('x', 12, 13)",
+            "scale must be an integer from 0 to the precision (12), got 13",
+        ),
+        (
+            "decode_debezium_decimal('x', '12', 2)",
+            "precision must be an integer from 1 to 18, got 12",
+        ),
+        (
+            "create_layer_schemas('silver')",
+            "`schemas` must be a non-empty list, got silver",
+        ),
+    ],
+)
+def test_bad_macro_arguments_fail_compilation(dbt, call: str, message: str) -> None:
+    error = _compile_error(dbt, "select {{ " + call + " }}")
+    assert message in error
+    assert "inline" in error  # the node being compiled is named
+
+
+@pytest.mark.parametrize("columns", ["'a'", "none", "[]"])
+def test_unique_combination_requires_a_list_of_columns(dbt, columns: str) -> None:
+    error = _compile_error(
+        dbt, "{{ spark__test_unique_combination('some_model', " + columns + ") }}"
+    )
+    assert "unique_combination on some_model: `columns` must be a non-empty list" in error
+
+
+def _b64(unscaled: int) -> str:
+    return base64.b64encode(
+        unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True)
+    ).decode()
+
+
+def test_decimal_decoding_is_exact_at_the_edges(spark) -> None:
+    from dbt.cli.main import dbtRunner  # noqa: F401  (dbt's session is this one)
+
+    cases = {
+        "largest": (_b64(10**18 - 1), 18, 2, "9999999999999999.99"),
+        "smallest": (_b64(-(10**18) + 1), 18, 2, "-9999999999999999.99"),
+        "minus_128": ("gA==", 5, 2, "-1.28"),
+        "sign_byte": ("AIA=", 5, 2, "1.28"),
+        "zero": ("AA==", 5, 0, "0"),
+    }
+    got = {}
+    for name, (value, precision, scale, _) in cases.items():
+        sql = _render_decimal(spark, f"'{value}'", precision, scale)
+        got[name] = str(spark.sql(f"select {sql} as v").first().v)
+    assert got == {name: case[3] for name, case in cases.items()}
+
+
+@pytest.mark.parametrize(
+    ("value", "precision", "scale"),
+    [
+        (_b64(10**5), 5, 2),  # one digit more than numeric(5,2) holds
+        (_b64(2**63 - 1), 18, 0),  # 19 digits
+        (base64.b64encode(b"\x01" * 9).decode(), 18, 0),  # 9 bytes
+    ],
+)
+def test_a_value_beyond_the_declared_precision_fails_loudly(spark, value, precision, scale):
+    sql = _render_decimal(spark, f"'{value}'", precision, scale)
+    with pytest.raises(Exception, match=f"is not a numeric\\({precision},{scale}\\) value"):
+        spark.sql(f"select {sql} as v").collect()
+
+
+def _render_decimal(spark, column: str, precision: int, scale: int) -> str:
+    """The SQL `decode_debezium_decimal` renders, via dbt's own compiler (in-process)."""
+    from python_jobs.run_dbt import invoke
+
+    result = invoke(
+        [
+            "compile",
+            "--inline",
+            f'select {{{{ decode_debezium_decimal("{column}", {precision}, {scale}) }}}}',
+        ]
+    )
+    assert result.success, result.exception
+    return result.result.results[0].node.compiled_code.removeprefix("select ")

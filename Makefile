@@ -51,7 +51,9 @@ $(STAMP): pyproject.toml | java
 	  echo "Run make with PYTHON=/path/to/python3.11."; exit 1; }
 	@test -x $(VENV)/bin/pip || $(PYTHON) -m venv --clear $(VENV)
 	$(PYTHON) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > $(VENV)/requirements.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
+	# pip asks `rustc --version` for its user agent; where rustc is a rustup proxy that
+	# would write rustup settings into $$HOME, so point rustup into the venv instead.
+	RUSTUP_HOME=$(VENV)/rustup $(PY) -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
 	@touch $@
 
 # The first session resolves the Delta and Kafka jars from Maven Central into .venv;

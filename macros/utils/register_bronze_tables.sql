@@ -20,6 +20,13 @@
             "register_bronze_tables: var 'bronze_root' is empty"
         ) }}
     {%- endif -%}
+    {#- The catalog stores the location: a relative one would depend on the cwd. -#}
+    {%- if not (bronze_root.startswith('/') or '://' in bronze_root) -%}
+        {{ exceptions.raise_compiler_error(
+            "register_bronze_tables: var 'bronze_root' must be an absolute path or a URI, "
+            ~ "got '" ~ bronze_root ~ "'"
+        ) }}
+    {%- endif -%}
     {%- if execute -%}
         {%- set identifiers = [] -%}
         {%- for source in graph.sources.values() -%}

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from pyspark.errors import AnalysisException
 
 from python_jobs.spark import REPO_ROOT, paths
 from tests.helpers import bronze_records, landing_records
@@ -39,6 +40,14 @@ def _deliver(outbox: Path, landing: Path, stop: threading.Event, pause: float) -
             return
         file.rename(landing / file.parent.name / file.name)
         time.sleep(pause)
+
+
+def _has_rows(spark, table: str) -> bool:
+    """Whether the Bronze table exists (its first commit is complete) and has rows."""
+    try:
+        return bool(bronze_records(spark, table))
+    except AnalysisException:  # created by the other process, not committed yet
+        return False
 
 
 def _wait_until(predicate, timeout: float, what: str, proc: subprocess.Popen) -> None:
@@ -86,10 +95,7 @@ def test_ingestion_runs_while_dbt_build_runs(spark, dbt, clean_lakehouse, simula
         (landing / first.parent.name).mkdir(parents=True, exist_ok=True)
         first.rename(landing / first.parent.name / first.name)
         _wait_until(
-            lambda: (
-                (paths()["bronze"] / "blog_public_users" / "_delta_log").exists()
-                and bronze_records(spark, "blog_public_users")
-            ),
+            lambda: _has_rows(spark, "blog_public_users"),
             timeout=240,
             what="the first file to reach Bronze",
             proc=proc,

@@ -36,6 +36,11 @@ def _compile_error(dbt, sql: str) -> str:
             "create_layer_schemas('silver')",
             "`schemas` must be a non-empty list, got silver",
         ),
+        (
+            "register_bronze_tables('.lakehouse/bronze')",
+            "must be an absolute path or a URI, got '.lakehouse/bronze'",
+        ),
+        ("register_bronze_tables('')", "var 'bronze_root' is empty"),
     ],
 )
 def test_bad_macro_arguments_fail_compilation(dbt, call: str, message: str) -> None:

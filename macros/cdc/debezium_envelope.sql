@@ -9,9 +9,7 @@
 {%- endmacro %}
 
 {% macro default__debezium_envelope(raw_column) -%}
-    {{ exceptions.raise_compiler_error(
-        "debezium_envelope: only the spark adapter is supported, not " ~ adapter.type()
-    ) }}
+    {{ _raise_unsupported_adapter('debezium_envelope') }}
 {%- endmacro %}
 
 {% macro spark__debezium_envelope(raw_column) -%}

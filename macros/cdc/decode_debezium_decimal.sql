@@ -11,9 +11,7 @@
 {%- endmacro %}
 
 {% macro default__decode_debezium_decimal(column, precision, scale) -%}
-    {{ exceptions.raise_compiler_error(
-        "decode_debezium_decimal: only the spark adapter is supported, not " ~ adapter.type()
-    ) }}
+    {{ _raise_unsupported_adapter('decode_debezium_decimal') }}
 {%- endmacro %}
 
 {% macro spark__decode_debezium_decimal(column, precision, scale) -%}

@@ -7,9 +7,7 @@
 {% endtest %}
 
 {% macro default__test_unique_combination(model, columns) -%}
-    {{ exceptions.raise_compiler_error(
-        "unique_combination: only the spark adapter is supported, not " ~ adapter.type()
-    ) }}
+    {{ _raise_unsupported_adapter('test_unique_combination') }}
 {%- endmacro %}
 
 {% macro spark__test_unique_combination(model, columns) -%}

@@ -8,9 +8,7 @@
 {%- endmacro %}
 
 {% macro default__create_layer_schemas(schemas) -%}
-    {{ exceptions.raise_compiler_error(
-        "create_layer_schemas: only the spark adapter is supported, not " ~ adapter.type()
-    ) }}
+    {{ _raise_unsupported_adapter('create_layer_schemas') }}
 {%- endmacro %}
 
 {% macro spark__create_layer_schemas(schemas) -%}

@@ -8,10 +8,7 @@
 {%- endmacro %}
 
 {% macro default__register_bronze_tables(bronze_root) -%}
-    {{ exceptions.raise_compiler_error(
-        "register_bronze_tables: only the spark adapter is supported, not "
-        ~ adapter.type()
-    ) }}
+    {{ _raise_unsupported_adapter('register_bronze_tables') }}
 {%- endmacro %}
 
 {% macro spark__register_bronze_tables(bronze_root) -%}

@@ -41,6 +41,10 @@ def _compile_error(dbt, sql: str) -> str:
             "must be an absolute path or a URI, got '.lakehouse/bronze'",
         ),
         ("register_bronze_tables('')", "var 'bronze_root' is empty"),
+        (
+            "default__debezium_envelope('x')",
+            "debezium_envelope: only the spark adapter is supported, not spark",
+        ),
     ],
 )
 def test_bad_macro_arguments_fail_compilation(dbt, call: str, message: str) -> None:

@@ -20,9 +20,6 @@ from pathlib import Path
 
 from python_jobs import ingest, run_dbt
 from python_jobs.spark import get_spark, paths
-from python_jobs.topics import load_topics
-
-log = logging.getLogger("demo")
 
 SIMULATION = ["--seed", "42", "--days", "3", "--users", "300", "--articles", "120"]
 
@@ -78,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
     _step(2, "ingest the landing zone into Bronze")
     spark = get_spark()
-    ingest.run(landing, once=True, topics=load_topics())
+    ingest.run(landing, once=True)
 
     _step(3, "dbt build, then dbt docs generate")
     dbt(["build"])

@@ -155,6 +155,13 @@ def paths() -> dict[str, Path]:
     }
 
 
+def ensure_directories() -> None:
+    """Create the lakehouse's directories (the catalog creates its own)."""
+    for name, path in paths().items():
+        if name != "metastore":
+            path.mkdir(parents=True, exist_ok=True)
+
+
 def launcher_environment() -> dict[str, str]:
     """Environment for the launcher JVM that spark-submit starts before the driver:
     no perf-data files and no temp files outside LAKEHOUSE_HOME."""
@@ -262,9 +269,7 @@ def get_spark(catalog: bool = True) -> SparkSession:
                 f"the catalog ({implementation}); build the catalog-bound session first"
             )
         return active
-    for name, path in paths().items():
-        if name != "metastore":
-            path.mkdir(parents=True, exist_ok=True)
+    ensure_directories()
     for key, value in launcher_environment().items():
         os.environ.setdefault(key, value)
     builder = SparkSession.builder

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pyspark
 
-from python_jobs.spark import launcher_environment, paths, thrift_server_settings
+from python_jobs.spark import ensure_directories, launcher_environment, thrift_server_settings
 
 SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
+SPARK_HOME = Path(pyspark.__file__).parent  # pip's pyspark ships bin/spark-submit
 
 
 def command(port: int, host: str = "127.0.0.1") -> list[str]:
     """The spark-submit command line that starts the server with every project setting."""
-    spark_home = Path(pyspark.__file__).parent
-    args = [str(spark_home / "bin" / "spark-submit"), "--class", SERVER_CLASS]
+    args = [str(SPARK_HOME / "bin" / "spark-submit"), "--class", SERVER_CLASS]
     for key, value in thrift_server_settings().items():
         args += ["--conf", f"{key}={value}"]
     args += [
@@ -47,9 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--port", type=int, default=10000, help="port (default 10000)")
     args = parser.parse_args(argv)
-    for name, path in paths().items():
-        if name != "metastore":
-            path.mkdir(parents=True, exist_ok=True)
+    ensure_directories()
     try:
         cmd = command(args.port)
     except RuntimeError as error:
@@ -57,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {
         **os.environ,
         **launcher_environment(),
-        "SPARK_HOME": str(Path(pyspark.__file__).parent),
+        "SPARK_HOME": str(SPARK_HOME),
     }
     os.execve(cmd[0], cmd, env)
     return 0  # not reached

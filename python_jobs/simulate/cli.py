@@ -163,64 +163,56 @@ def build_parser() -> argparse.ArgumentParser:
         help="--no-chaos sets duplicate, out-of-order, late and malformed rates to 0 "
         "and writes tombstones only as 'null' (a clean stream)",
     )
-    chaos.add_argument(
-        "--duplicate-rate",
-        metavar="P",
-        type=_rate,
-        default=d.duplicate_rate,
-        help="probability that a record is delivered again (same or a later file)",
+    chaos_options: tuple[tuple[str, str, Callable[[str], float], str], ...] = (
+        (
+            "--duplicate-rate",
+            "P",
+            _rate,
+            "probability that a record is delivered again (same or a later file)",
+        ),
+        (
+            "--out-of-order-rate",
+            "P",
+            _rate,
+            "probability that a record is delivered in a later file than its commit order",
+        ),
+        (
+            "--late-rate",
+            "P",
+            _rate,
+            "probability that a visit's event_time is hours to days older than its file",
+        ),
+        (
+            "--malformed-rate",
+            "P",
+            _rate,
+            "probability that a visit line is broken JSON or fails one of the visits "
+            "filters (one kind each, chosen uniformly)",
+        ),
+        (
+            "--wrapped-rate",
+            "P",
+            _rate,
+            'share of CDC lines in the {"schema":…,"payload":…} envelope',
+        ),
+        (
+            "--add-column-at",
+            "F",
+            _fraction_or_off,
+            "fraction of the run's timeline after which users gains the column "
+            "preferred_language (-1: never)",
+        ),
+        ("--delete-rate", "P", _rate, "probability that a CDC change is a delete"),
+        (
+            "--reinsert-rate",
+            "P",
+            _rate,
+            "probability that an insert re-inserts a previously deleted key",
+        ),
     )
-    chaos.add_argument(
-        "--out-of-order-rate",
-        metavar="P",
-        type=_rate,
-        default=d.out_of_order_rate,
-        help="probability that a record is delivered in a later file than its commit order",
-    )
-    chaos.add_argument(
-        "--late-rate",
-        metavar="P",
-        type=_rate,
-        default=d.late_rate,
-        help="probability that a visit's event_time is hours to days older than its file",
-    )
-    chaos.add_argument(
-        "--malformed-rate",
-        metavar="P",
-        type=_rate,
-        default=d.malformed_rate,
-        help="probability that a visit line is broken JSON or fails one of the visits "
-        "filters (one kind each, chosen uniformly)",
-    )
-    chaos.add_argument(
-        "--wrapped-rate",
-        metavar="P",
-        type=_rate,
-        default=d.wrapped_rate,
-        help='share of CDC lines in the {"schema":…,"payload":…} envelope',
-    )
-    chaos.add_argument(
-        "--add-column-at",
-        metavar="F",
-        type=_fraction_or_off,
-        default=d.add_column_at,
-        help="fraction of the run's timeline after which users gains the column "
-        "preferred_language (-1: never)",
-    )
-    chaos.add_argument(
-        "--delete-rate",
-        metavar="P",
-        type=_rate,
-        default=d.delete_rate,
-        help="probability that a CDC change is a delete",
-    )
-    chaos.add_argument(
-        "--reinsert-rate",
-        metavar="P",
-        type=_rate,
-        default=d.reinsert_rate,
-        help="probability that an insert re-inserts a previously deleted key",
-    )
+    for flag, metavar, parse, text in chaos_options:
+        default = getattr(d, flag.removeprefix("--").replace("-", "_"))
+        chaos.add_argument(flag, metavar=metavar, type=parse, default=default, help=text)
     return parser
 
 

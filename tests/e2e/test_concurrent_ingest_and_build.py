@@ -21,13 +21,11 @@ import pytest
 from pyspark.errors import AnalysisException
 
 from python_jobs.spark import REPO_ROOT, paths
+from python_jobs.topics import load_topics
 from tests.helpers import bronze_records, landing_records
 
-TOPICS = {
-    "blog.public.users": "blog_public_users",
-    "blog.public.articles": "blog_public_articles",
-    "blog.visits": "blog_visits",
-}
+# topic -> Bronze table, from the registry (test_topics.py pins the list).
+TOPICS = {t.topic: t.table for t in load_topics()}
 
 
 def _deliver(outbox: Path, landing: Path, stop: threading.Event, pause: float) -> None:

@@ -9,13 +9,11 @@ from decimal import Decimal
 from pathlib import Path
 
 from python_jobs import ingest
+from python_jobs.topics import load_topics
 from tests.helpers import bronze_records, landing_records
 
-TOPICS = {
-    "blog.public.users": "blog_public_users",
-    "blog.public.articles": "blog_public_articles",
-    "blog.visits": "blog_visits",
-}
+# topic -> Bronze table, from the registry (test_topics.py pins the list).
+TOPICS = {t.topic: t.table for t in load_topics()}
 
 
 def _micros(value: int | None) -> datetime | None:

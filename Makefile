@@ -21,7 +21,7 @@ export DO_NOT_TRACK := 1
 DBT_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: help setup java demo test lint ingest build docs simulate bench clean
+.PHONY: help setup java demo test lint ingest build docs simulate bench clean kafka-up kafka-down
 
 help:
 	@echo "make demo     simulate a workload, ingest it, build everything, print a summary"
@@ -30,6 +30,8 @@ help:
 	@echo "make build    dbt build over the whole project (extra args: DBT_ARGS=...)"
 	@echo "make docs     generate the dbt docs site under LAKEHOUSE_HOME"
 	@echo "make bench    benchmarks (see bench/), printed with their baselines"
+	@echo "make kafka-up   start a Kafka broker on 127.0.0.1 (KAFKA_PORT=N, else a free port)"
+	@echo "make kafka-down stop it"
 	@echo "make setup    create .venv, install the pinned stack, resolve the Spark jars"
 
 # Java 17 (or 21) is a prerequisite of Spark 4; we don't install a JDK behind your back.
@@ -56,11 +58,12 @@ $(STAMP): pyproject.toml | java
 	RUSTUP_HOME=$(VENV)/rustup $(PY) -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
 	@touch $@
 
-# The first session resolves the Delta and Kafka jars from Maven Central into .venv;
-# later sessions load the cached jars without any resolution.
-$(VENV)/.jars: $(STAMP) python_jobs/spark.py
+# The first session resolves the Delta and Kafka connector jars, and the Kafka broker's
+# jars, from Maven Central into .venv; later sessions load them without any resolution.
+$(VENV)/.jars: $(STAMP) python_jobs/spark.py python_jobs/kafka_broker.py
 	@mkdir -p "$(TMPDIR)"
 	$(PY) -m python_jobs.spark
+	$(PY) -m python_jobs.kafka_broker resolve
 	@touch $@
 
 setup: java $(STAMP) $(VENV)/.jars
@@ -83,6 +86,14 @@ simulate: setup
 
 bench: setup
 	$(PY) -m bench.bench_simulator
+
+# A single-node Kafka broker (KRaft) on loopback, state under LAKEHOUSE_HOME/kafka; the
+# first start resolves its jars from Maven Central into .venv.
+kafka-up: setup
+	$(PY) -m python_jobs.kafka_broker up $(if $(KAFKA_PORT),--port $(KAFKA_PORT))
+
+kafka-down: setup
+	$(PY) -m python_jobs.kafka_broker down
 
 lint: setup
 	$(VENV)/bin/ruff check python_jobs tests bench

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+pytest_plugins = ["tests.kafka_fixture"]
 
 # Fixed before anything imports python_jobs.spark's consumers: the suite's own home.
 _HOME = Path(tempfile.mkdtemp(prefix="lakehouse-test-"))
@@ -84,26 +84,10 @@ def clean_lakehouse(spark):
 @pytest.fixture()
 def simulate() -> Callable[..., Path]:
     """Run the workload simulator (pure Python) into `landing`; returns the truth dir."""
+    from tests.helpers import run_simulator
 
     def run(landing: Path, truth: Path, *args: str) -> Path:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "python_jobs.simulate",
-                "--landing-dir",
-                str(landing),
-                "--truth-dir",
-                str(truth),
-                "--quiet",
-                *args,
-            ],
-            cwd=Path(__file__).resolve().parent.parent,
-            env=os.environ.copy(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        proc = run_simulator(landing, truth, *args)
         assert proc.returncode == 0, proc.stderr
         return truth
 

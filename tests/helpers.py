@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-from python_jobs.spark import paths
+from python_jobs.spark import REPO_ROOT, paths
 
 LAYER_SCHEMAS = ("bronze", "silver", "gold", "ops")
 
@@ -45,5 +48,39 @@ def landing_records(landing: Path, topic: str) -> list[tuple[str, int, str]]:
 
 
 def bronze_records(spark, table: str) -> list[tuple[str, int, str]]:
+    """A Bronze table's records from the landing zone: (file name, line no, raw)."""
     rows = spark.read.format("delta").load(str(paths()["bronze"] / table)).collect()
     return sorted((Path(r["_source_file"]).name, r["_line_number"], r["_raw"]) for r in rows)
+
+
+def dead_letter_records(spark, topic: str) -> list[tuple[str, int, str]]:
+    """A topic's dead letters from the landing zone: (file name, line no, raw)."""
+    rows = (
+        spark.read.format("delta")
+        .load(str(paths()["bronze"] / "dead_letter"))
+        .where(f"_topic = '{topic}'")
+        .collect()
+    )
+    return sorted((Path(r["_source_file"]).name, r["_line_number"], r["_raw"]) for r in rows)
+
+
+def ingested_records(spark, topic: str, table: str) -> list[tuple[str, int, str]]:
+    """Every record of a topic that ingestion kept: its Bronze rows and dead letters."""
+    return sorted(bronze_records(spark, table) + dead_letter_records(spark, topic))
+
+
+def run_simulator(
+    landing: Path, truth: Path, *args: str, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m python_jobs.simulate` into `landing` and `truth` (quiet), optionally
+    in another LAKEHOUSE_HOME; returns the finished process, whatever its exit code."""
+    env = {**os.environ, "LAKEHOUSE_HOME": str(home)} if home else os.environ.copy()
+    command = ["--landing-dir", str(landing), "--truth-dir", str(truth), "--quiet", *args]
+    return subprocess.run(
+        [sys.executable, "-m", "python_jobs.simulate", *command],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

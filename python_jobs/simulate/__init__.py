@@ -12,6 +12,7 @@ Modules: :mod:`~python_jobs.simulate.model` (OLTP state and transactions),
 (compiled row formatters, the hot path), :mod:`~python_jobs.simulate.visits`,
 :mod:`~python_jobs.simulate.devices`, :mod:`~python_jobs.simulate.delivery` (duplicates and
 reordering), :mod:`~python_jobs.simulate.writer` (atomic landing writes),
+:mod:`~python_jobs.simulate.kafka_sink` (``--sink kafka``: the lines as Kafka records),
 :mod:`~python_jobs.simulate.truth` (ground truth), :mod:`~python_jobs.simulate.runner`
 (one run), :mod:`~python_jobs.simulate.cli`, and :mod:`~python_jobs.simulate.replay`, an
 independent reader of the landing zone that recomputes what the truth says.

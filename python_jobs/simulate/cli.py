@@ -111,6 +111,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     out.add_argument("--quiet", action="store_true", help="no progress line on stderr")
 
+    sink = parser.add_argument_group("sink")
+    sink.add_argument(
+        "--sink",
+        choices=("files", "kafka"),
+        default=d.sink,
+        help="files: the topics' lines as files in the landing zone. kafka: each line "
+        "as one record of the Kafka topic of the same name, in the same order (value: "
+        "the line; tombstones: null values; key: the JSON of the key column(s), e.g. "
+        '{"user_id":1}, null when unreadable), topics created with 3 partitions if '
+        "missing, every record acknowledged (acks=all, idempotent) before it exits. "
+        "Either way the devices full loads stay files in the landing zone and the truth "
+        "dir is the same",
+    )
+    sink.add_argument(
+        "--bootstrap-servers",
+        metavar="HOST:PORT",
+        default=None,
+        help="the Kafka brokers for --sink kafka (default: the broker of this "
+        "$LAKEHOUSE_HOME started by `make kafka-up`)",
+    )
+
     scale = parser.add_argument_group("scale")
     scale.add_argument("--seed", type=int, metavar="INT", default=d.seed, help="random seed")
     scale.add_argument(
@@ -241,6 +262,8 @@ def options_from_args(args: argparse.Namespace) -> SimOptions:
         resume=args.resume,
         force=args.force,
         quiet=args.quiet,
+        sink=args.sink,
+        bootstrap_servers=args.bootstrap_servers,
     )
 
 
@@ -249,6 +272,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.resume and args.force:
         parser.error("--resume and --force exclude each other")
+    if args.bootstrap_servers is not None and args.sink != "kafka":
+        parser.error("--bootstrap-servers applies to --sink kafka only")
+    if args.sink == "kafka" and not args.bootstrap_servers:
+        from python_jobs.kafka_broker import broker_status
+
+        broker = broker_status()
+        if broker is None:
+            print(
+                f"{PROG}: error: --sink kafka: no --bootstrap-servers given and no broker "
+                f"running for {lakehouse_home()} (start one with `make kafka-up`)",
+                file=sys.stderr,
+            )
+            return 1
+        args.bootstrap_servers = broker.bootstrap
     options = options_from_args(args)
     if not options.resume:
         end_ms = date_to_millis(options.start_date) + options.days * DAY_MS

@@ -47,6 +47,8 @@ from python_jobs.simulate.truth import (
 from python_jobs.simulate.visits import VisitGenerator, VisitUnit
 from python_jobs.simulate.writer import (
     LandingWriter,
+    Sink,
+    SinkError,
     files_under,
     owned_landing_paths,
     remove_paths,
@@ -63,7 +65,9 @@ TOMBSTONE_ENDINGS = ("\nnull", "\n")
 
 
 class SimulationError(Exception):
-    """A run that can't start (bad directories, missing state): nothing was written."""
+    """A run that can't start (bad directories, missing state, Kafka unreachable or
+    holding another run): nothing was written; or the Kafka sink did not get every record
+    acknowledged (then no truth was written)."""
 
 
 @dataclass(frozen=True)
@@ -92,11 +96,14 @@ class SimOptions:
     resume: bool = False
     force: bool = False
     quiet: bool = False
+    sink: str = "files"  # "files" (the landing zone) or "kafka"
+    bootstrap_servers: str | None = None  # for sink "kafka"
 
     def recorded(self) -> dict[str, Any]:
-        """The options that shape the output (no paths: they must not reach the files)."""
+        """The options that shape the output (no paths: they must not reach the files;
+        nor the sink: either sink delivers the same records and truth)."""
         values = asdict(self)
-        for name in ("landing_dir", "truth_dir", "force", "quiet"):
+        for name in ("landing_dir", "truth_dir", "force", "quiet", "sink", "bootstrap_servers"):
             values.pop(name)
         values["start_date"] = self.start_date.isoformat()
         return values
@@ -124,6 +131,7 @@ class RunSummary:
     files: int
     device_loads: int
     seconds: float = 0.0
+    sink: str = "files"
 
     @property
     def total_events(self) -> int:
@@ -132,9 +140,13 @@ class RunSummary:
     def line(self) -> str:
         per_topic = ", ".join(f"{topic} {n} events" for topic, n in self.events.items())
         rate = self.total_events / self.seconds if self.seconds > 0 else 0.0
+        if self.sink == "kafka":
+            written = f"{sum(self.lines.values()):,} Kafka records in {self.files} batches"
+        else:
+            written = f"{self.files} files"
         return (
             f"simulated {self.days} day(s) {self.first_day}..{self.last_day}: {per_topic}; "
-            f"{self.files} files + {self.device_loads} device loads; "
+            f"{written} + {self.device_loads} device loads; "
             f"{self.seconds:.2f} s, {rate:,.0f} events/s"
         )
 
@@ -188,6 +200,8 @@ def _prepare_dirs(options: SimOptions) -> None:
                 f"--resume: {truth / STATE_FILE} has format {state.get('format_version')!r}; "
                 f"this simulator reads format {FORMAT_VERSION}"
             )
+        if options.sink == "kafka":
+            return  # the topics' records are checked against the manifest in Kafka
         manifest = _load_json(truth / MANIFEST_FILE)
         for topic, counts in manifest["topics"].items():
             known = {landing / name for name in counts["files"]}
@@ -278,7 +292,7 @@ class _Run:
         )
         self.mix = ChangeMix(delete_rate=options.delete_rate, reinsert_rate=options.reinsert_rate)
         self.empty_tombstones = EMPTY_TOMBSTONE_RATE if options.chaos else 0.0
-        self.writer = LandingWriter(options.landing_dir)
+        self.writer = _sink(options)
         self.events = dict.fromkeys(TOPICS, 0)
         self.lines = dict.fromkeys(TOPICS, 0)
         self.files = 0
@@ -423,6 +437,7 @@ class _Run:
             lines=dict(self.lines),
             files=self.files,
             device_loads=options.days,
+            sink=options.sink,
         )
 
     def _write(self, topic: str, day_text: str, texts: list[str], tombstones: int) -> None:
@@ -497,13 +512,50 @@ class _Run:
         write_json(truth_dir / STATE_FILE, state, indent=None)
 
 
+def _sink(options: SimOptions) -> Sink:
+    if options.sink == "files":
+        return LandingWriter(options.landing_dir)
+    from python_jobs.simulate.kafka_sink import KafkaWriter
+
+    assert options.bootstrap_servers is not None
+    return KafkaWriter(options.bootstrap_servers, options.landing_dir)
+
+
+def _prepare_kafka(options: SimOptions, check_only: bool) -> None:
+    """``--sink kafka``: the broker is reachable (``check_only``); then the topics hold
+    nothing (fresh run; ``--force`` deletes them) or exactly the saved run (``--resume``),
+    and exist."""
+    from python_jobs.simulate.kafka_sink import KafkaSinkError, check_reachable, prepare_topics
+
+    bootstrap = options.bootstrap_servers
+    if not bootstrap:
+        raise SimulationError("--sink kafka needs the bootstrap servers")
+    try:
+        if check_only:
+            check_reachable(bootstrap)
+            return
+        expected = None
+        if options.resume:
+            manifest = _load_json(options.truth_dir / MANIFEST_FILE)
+            expected = {topic: c["lines"] for topic, c in manifest["topics"].items()}
+        prepare_topics(bootstrap, list(TOPICS), expected, options.force)
+    except KafkaSinkError as error:
+        raise SimulationError(str(error)) from None
+
+
 def simulate(options: SimOptions, progress_stream: TextIO | None = None) -> RunSummary:
     """Run the simulation described by ``options``; returns what this run wrote.
 
     The progress line goes to ``progress_stream`` (none if None or ``options.quiet``).
     """
     started = time.perf_counter()
+    if options.sink not in ("files", "kafka"):
+        raise SimulationError(f"unknown sink {options.sink!r} (files or kafka)")
+    if options.sink == "kafka":
+        _prepare_kafka(options, check_only=True)
     _prepare_dirs(options)
+    if options.sink == "kafka":
+        _prepare_kafka(options, check_only=False)
     # The run builds millions of small, long-lived objects and no reference cycles:
     # the cyclic garbage collector would rescan them over and over for nothing.
     gc_was_enabled = gc.isenabled()
@@ -511,7 +563,10 @@ def simulate(options: SimOptions, progress_stream: TextIO | None = None) -> RunS
     try:
         run = _Run(options)
         stream = None if options.quiet else progress_stream
-        summary = run.run(Progress(options.days * options.files_per_topic, stream))
+        try:
+            summary = run.run(Progress(options.days * options.files_per_topic, stream))
+        except SinkError as error:
+            raise SimulationError(f"{error}; the truth was not written") from None
         run.write_outputs(summary)
     finally:
         if gc_was_enabled:

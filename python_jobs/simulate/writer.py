@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 TMP_DIR = ".tmp"
 DEVICES_DIR = Path("reference") / "devices"
@@ -55,6 +56,21 @@ def lines_bytes(lines: Iterable[str]) -> bytes:
     """
     data = b"\n".join([line.encode("utf-8") for line in lines])
     return data + b"\n" if data else data
+
+
+class SinkError(Exception):
+    """A sink could not deliver what it was given."""
+
+
+class Sink(Protocol):
+    """Where a run's topic lines and devices loads go (:class:`LandingWriter`, or
+    :class:`~python_jobs.simulate.kafka_sink.KafkaWriter` for ``--sink kafka``)."""
+
+    def write_topic_file(self, topic: str, counter: int, day: str, texts: list[str]) -> str: ...
+
+    def write_devices(self, day: str, lines: list[str]) -> str: ...
+
+    def finish(self) -> None: ...
 
 
 class LandingWriter:

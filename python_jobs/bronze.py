@@ -1,19 +1,34 @@
 """Bronze: the append-only record of everything the sources said.
 
-Pure ``DataFrame -> DataFrame`` transforms (landing files to Bronze rows) and the Bronze
-table definition. Sources (file or Kafka readers) and sinks (the Delta writer) live in
-:mod:`python_jobs.ingest`.
+Pure ``DataFrame -> DataFrame`` transforms and the definitions of the tables the
+ingestion job writes by path:
+
+- one Bronze table per topic (``BRONZE_SCHEMA``): the record value exactly as received,
+  its parsed Debezium envelope, where it came from and when it was ingested;
+- ``bronze.dead_letter`` (``DEAD_LETTER_SCHEMA``): every record that could not be parsed
+  or lacks what the contract requires, with the reason, the raw value and its position;
+- ``ops.ingestion_batches`` (``BATCH_SCHEMA``): one row per micro-batch and heartbeat.
+
+A source (the landing files or Kafka, :mod:`python_jobs.ingest`) yields *lines*: ``_raw``
+plus the transport position (``LINE_COLUMNS``). :func:`classify` parses them with Spark's
+own JSON functions (no Python UDF on the hot path) and labels each one ``bronze``,
+``dead_letter`` or ``tombstone``, so that records read = Bronze rows + dead letters +
+tombstones.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
+    BooleanType,
+    DataType,
     DateType,
+    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -22,35 +37,119 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from python_jobs.spark import paths
 from python_jobs.topics import Topic
 
-BRONZE_SCHEMA = StructType(
-    [
-        StructField("_raw", StringType(), nullable=False),
-        StructField("_source_file", StringType(), nullable=True),
-        StructField("_line_number", IntegerType(), nullable=True),
-        StructField("_ingested_at", TimestampType(), nullable=False),
-        StructField("_batch_id", LongType(), nullable=False),
-        StructField("_ingest_date", DateType(), nullable=False),
-    ]
-)
 PARTITION_COLUMN = "_ingest_date"
+DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
+OPS = ("c", "u", "d", "r", "t")
 
-# Bronze tables refuse updates and deletes: the record of what the sources said is
-# never rewritten, only appended to.
+# Bronze and dead-letter tables refuse updates and deletes: the record of what the
+# sources said is never rewritten, only appended to.
 TABLE_PROPERTIES = {"delta.appendOnly": "true"}
 
 
+def _fields(*specs: tuple[str, DataType, bool]) -> list[StructField]:
+    return [StructField(name, kind, nullable) for name, kind, nullable in specs]
+
+
+# Where a record came from: topic, partition and offset for Kafka; file and line for the
+# landing zone (the other pair is null).
+POSITION_FIELDS = _fields(
+    ("_topic", StringType(), False),
+    ("_partition", IntegerType(), True),
+    ("_offset", LongType(), True),
+    ("_source_file", StringType(), True),
+    ("_line_number", IntegerType(), True),
+)
+# What a source yields: the record value (null for a Kafka tombstone) and its position.
+LINE_SCHEMA = StructType(_fields(("_raw", StringType(), True)) + POSITION_FIELDS)
+LINE_COLUMNS = LINE_SCHEMA.fieldNames()
+
+DECORATION_FIELDS = _fields(
+    ("_ingested_at", TimestampType(), False),
+    ("_batch_id", LongType(), False),
+    (PARTITION_COLUMN, DateType(), False),
+)
+
+# The parsed Debezium envelope; null for event topics except `record_key`.
+ENVELOPE_FIELDS = _fields(
+    ("record_key", StringType(), True),
+    ("op", StringType(), True),
+    ("before", StringType(), True),
+    ("after", StringType(), True),
+    ("source_committed_at", TimestampType(), True),
+    ("source_lsn", LongType(), True),
+    ("source_tx_id", LongType(), True),
+    ("source_sequence", StringType(), True),
+    ("source_snapshot", StringType(), True),
+    ("source_db", StringType(), True),
+    ("source_schema", StringType(), True),
+    ("source_table", StringType(), True),
+)
+
+BRONZE_SCHEMA = StructType(
+    _fields(("_raw", StringType(), False)) + ENVELOPE_FIELDS + POSITION_FIELDS + DECORATION_FIELDS
+)
+DEAD_LETTER_SCHEMA = StructType(
+    _fields(
+        ("_raw", StringType(), False),
+        ("_error_reason", StringType(), False),
+        ("_error_detail", StringType(), True),
+    )
+    + POSITION_FIELDS
+    + DECORATION_FIELDS
+)
+BATCH_SCHEMA = StructType(
+    _fields(
+        ("topic", StringType(), False),
+        ("source", StringType(), False),
+        ("query_id", StringType(), False),
+        ("batch_id", LongType(), True),
+        ("is_heartbeat", BooleanType(), False),
+        ("records_read", LongType(), False),
+        ("bronze_rows", LongType(), False),
+        ("dead_letters", LongType(), False),
+        ("tombstones", LongType(), False),
+        ("max_source_committed_at", TimestampType(), True),
+        ("lag_seconds", DoubleType(), True),
+        ("started_at", TimestampType(), False),
+        ("ingested_at", TimestampType(), False),
+        ("duration_seconds", DoubleType(), False),
+    )
+)
+
+# --- parsing -----------------------------------------------------------------------------
+
+# Strict JSON: Spark's parser otherwise accepts 'single quotes' and NaN.
+JSON_OPTIONS = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
+# The top level as text fields. Parsed inside `[` `]`, so that trailing garbage, two
+# values on one line and a truncated value all fail instead of being half-read.
+_TOP_TEXT = "array<struct<payload: string, op: string, before: string, after: string>>"
+_ENVELOPE_TEXT = "struct<op: string, before: string, after: string>"
+_SOURCE = (
+    "struct<ts_ms: bigint, lsn: bigint, txId: bigint, sequence: string, snapshot: string,"
+    " db: string, schema: string, table: string>"
+)
+_IMAGE = "map<string, string>"
+# The shape, typed: a field of the wrong JSON type parses as null (Spark keeps the other
+# fields), which tells an object from a string that merely holds JSON text.
+_SHAPE = (
+    f"struct<payload: struct<before: {_IMAGE}, after: {_IMAGE}, source: {_SOURCE}>,"
+    f" before: {_IMAGE}, after: {_IMAGE}, source: {_SOURCE}>"
+)
+
+
 def is_tombstone(raw: Column) -> Column:
-    """A Kafka tombstone as the landing zone writes it: a line that is `null` or empty
+    """A Kafka tombstone: a null value, or a landing line that is `null` or empty
     (surrounding whitespace, a CRLF's carriage return included, does not count)."""
-    return F.regexp_replace(raw, r"^\s+|\s+$", "").isin("", "null")
+    return F.coalesce(F.regexp_replace(raw, r"^\s+|\s+$", "").isin("", "null"), F.lit(True))
 
 
-def split_lines(files: DataFrame) -> DataFrame:
-    """Whole landing files (`value`, `_source_file`) to one row per line.
+def split_lines(files: DataFrame, topic: str) -> DataFrame:
+    """Whole landing files (`value`, `_source_file`) to lines (``LINE_SCHEMA``).
 
-    Keeps the line exactly as written (`_raw`) and its 1-based `_line_number`. The
+    Keeps each line exactly as written (`_raw`) with its 1-based `_line_number`. The
     newline that ends the last line does not make an extra empty line; an empty file
     has no lines.
     """
@@ -60,54 +159,282 @@ def split_lines(files: DataFrame) -> DataFrame:
         .select("_source_file", F.posexplode(F.split(body, "\n", -1)).alias("_pos", "_raw"))
         .select(
             "_raw",
+            F.lit(topic).alias("_topic"),
+            F.lit(None).cast("int").alias("_partition"),
+            F.lit(None).cast("bigint").alias("_offset"),
             "_source_file",
             (F.col("_pos") + 1).cast("int").alias("_line_number"),
         )
     )
 
 
-def decorate(lines: DataFrame, batch_id: int, ingested_at: datetime) -> DataFrame:
-    """Lines of one micro-batch to Bronze rows: tombstones out, metadata columns in.
+def _json(text: Column, schema: str) -> Column:
+    return F.from_json(text, schema, JSON_OPTIONS)
+
+
+def _bracketed(raw: Column) -> Column:
+    return F.concat(F.lit("["), raw, F.lit("]"))
+
+
+Check = tuple[Column, str, Column | str]
+
+
+def _first_failure(checks: list[Check]) -> tuple[Column, Column]:
+    """(reason, detail) of the first check that fails, in order; nulls if none does."""
+    reason: Column = F.lit(None).cast("string")
+    detail: Column = F.lit(None).cast("string")
+    for failed, name, text in reversed(checks):
+        text_column = F.lit(text) if isinstance(text, str) else text
+        reason = F.when(failed, F.lit(name)).otherwise(reason)
+        detail = F.when(failed, text_column).otherwise(detail)
+    return reason, detail
+
+
+def _key_json(image: Column, key: tuple[str, ...]) -> Column:
+    """The key columns of a parsed row image as a JSON object of their text values."""
+    parts: list[Column] = []
+    for name in key:
+        parts += [F.lit(name), image[name]]
+    return F.to_json(F.create_map(*parts), {"ignoreNullFields": "false"})
+
+
+def _json_checks(max_record_bytes: int) -> list[Check]:
+    """Checks on any record, given `_top`: the record parsed inside `[` `]`."""
+    raw, top = F.col("_raw"), F.col("_top")
+    # Only evaluated for records whose `_top` failed, to tell why.
+    values = _json(_bracketed(raw), "array<string>")
+    size = F.octet_length(raw)
+    return [
+        (
+            size > max_record_bytes,
+            "too_large",
+            F.format_string(f"%d bytes, over the limit of {max_record_bytes}", size),
+        ),
+        (top.isNull() & values.isNull(), "malformed_json", "not valid JSON"),
+        (top.isNull() & (F.size(values) == 1), "not_an_object", "valid JSON but not an object"),
+        (top.isNull() | (F.size(top) != 1), "malformed_json", "more than one JSON value"),
+    ]
+
+
+def _parse_cdc(lines: DataFrame, topic: Topic) -> tuple[DataFrame, list[Column], list[Check]]:
+    """Parse Debezium envelopes: the columns to keep and the checks each must pass."""
+    raw = F.col("_raw")
+    top = lines.select(
+        *LINE_COLUMNS,
+        _json(_bracketed(raw), _TOP_TEXT).alias("_top"),
+        _json(raw, _SHAPE).alias("_shape"),
+    )
+    first, shape = F.col("_top")[0], F.col("_shape")
+    wrapped = first["payload"].isNotNull()
+    parsed = top.select(
+        "*",
+        wrapped.alias("_wrapped"),
+        F.when(wrapped, _json(first["payload"], _ENVELOPE_TEXT))
+        .otherwise(F.struct(first["op"], first["before"], first["after"]))
+        .alias("_text"),
+        F.when(wrapped, shape["payload"])
+        .otherwise(F.struct(shape["before"], shape["after"], shape["source"]))
+        .alias("_typed"),
+    )
+    text, typed = F.col("_text"), F.col("_typed")
+    op, source = text["op"], typed["source"]
+    image = F.when(op == "d", typed["before"]).otherwise(typed["after"])
+    image_name = F.when(op == "d", F.lit("before")).otherwise(F.lit("after"))
+    needs_image = op.isin("c", "u", "r", "d")
+
+    def not_object(name: str) -> Column:
+        return text[name].isNotNull() & typed[name].isNull()
+
+    checks: list[Check] = [
+        (
+            F.col("_wrapped") & shape["payload"].isNull(),
+            "invalid_envelope",
+            "payload is not a JSON object",
+        ),
+        (op.isNull(), "unknown_op", "op is missing"),
+        (
+            ~op.isin(*OPS),
+            "unknown_op",
+            F.concat(F.lit("op '"), op, F.lit(f"' is not one of {','.join(OPS)}")),
+        ),
+        (source.isNull(), "invalid_envelope", "source is missing or not an object"),
+        (source["lsn"].isNull(), "invalid_envelope", "source.lsn is missing or not an integer"),
+        (source["ts_ms"].isNull(), "invalid_envelope", "source.ts_ms is missing or not an integer"),
+        (not_object("before"), "invalid_envelope", "before is not a JSON object"),
+        (not_object("after"), "invalid_envelope", "after is not a JSON object"),
+        (
+            needs_image & image.isNull(),
+            "invalid_envelope",
+            F.concat(F.lit("op "), op, F.lit(" without a row image in "), image_name),
+        ),
+        (
+            needs_image & F.coalesce(*[image[name] for name in topic.key]).isNull(),
+            "missing_key",
+            F.concat(F.lit(f"no key ({', '.join(topic.key)}) in "), image_name),
+        ),
+    ]
+    columns = [
+        F.when(needs_image, _key_json(image, topic.key)).alias("record_key"),
+        op.alias("op"),
+        text["before"].alias("before"),
+        text["after"].alias("after"),
+        F.timestamp_millis(source["ts_ms"]).alias("source_committed_at"),
+        source["lsn"].alias("source_lsn"),
+        source["txId"].alias("source_tx_id"),
+        source["sequence"].alias("source_sequence"),
+        source["snapshot"].alias("source_snapshot"),
+        source["db"].alias("source_db"),
+        source["schema"].alias("source_schema"),
+        source["table"].alias("source_table"),
+    ]
+    return parsed, columns, checks
+
+
+def _parse_events(lines: DataFrame, topic: Topic) -> tuple[DataFrame, list[Column], list[Check]]:
+    """Event topics: one JSON object per record. The key is read, not required: a record
+    without one is the business layer's to filter (and count)."""
+    parsed = lines.select(
+        *LINE_COLUMNS, _json(_bracketed(F.col("_raw")), f"array<{_IMAGE}>").alias("_top")
+    )
+    nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in ENVELOPE_FIELDS[1:]]
+    return parsed, [_key_json(F.col("_top")[0], topic.key).alias("record_key"), *nulls], []
+
+
+def classify(lines: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame:
+    """Lines (``LINE_SCHEMA``) to parsed records labelled by `_status`.
+
+    `_status` is `tombstone`, `dead_letter` (with `_error_reason` and `_error_detail`)
+    or `bronze`. The envelope columns (``ENVELOPE_FIELDS``) are set for Bronze rows.
+    Reasons, first failing wins: `too_large`, `malformed_json`, `not_an_object`, then
+    for CDC topics `invalid_envelope`, `unknown_op`, `missing_key` (every key column
+    absent or null in the row image).
+    """
+    parse = _parse_cdc if topic.kind == "cdc" else _parse_events
+    parsed, columns, topic_checks = parse(lines, topic)
+    reason, detail = _first_failure(_json_checks(max_record_bytes) + topic_checks)
+    status = (
+        F.when(is_tombstone(F.col("_raw")), F.lit("tombstone"))
+        .when(reason.isNotNull(), F.lit("dead_letter"))
+        .otherwise(F.lit("bronze"))
+    )
+    labelled = parsed.select(
+        *LINE_COLUMNS,
+        status.alias("_status"),
+        reason.alias("_error_reason"),
+        detail.alias("_error_detail"),
+        *columns,
+    )
+    is_bronze = F.col("_status") == "bronze"
+    is_dead = F.col("_status") == "dead_letter"
+    return labelled.select(
+        *LINE_COLUMNS,
+        "_status",
+        F.when(is_dead, F.col("_error_reason")).alias("_error_reason"),
+        F.when(is_dead, F.col("_error_detail")).alias("_error_detail"),
+        *[F.when(is_bronze, F.col(f.name)).alias(f.name) for f in ENVELOPE_FIELDS],
+    )
+
+
+def decorate(records: DataFrame, batch_id: int, ingested_at: datetime) -> DataFrame:
+    """Add the micro-batch's metadata columns (``DECORATION_FIELDS``) to every record.
 
     `ingested_at` must be timezone-aware (UTC): a naive datetime is ambiguous.
     """
     if ingested_at.tzinfo is None:
         raise ValueError("decorate: ingested_at must be timezone-aware (UTC)")
     ingested_at = ingested_at.astimezone(UTC)
-    return lines.where(~is_tombstone(F.col("_raw"))).select(
-        "_raw",
-        "_source_file",
-        "_line_number",
+    return records.select(
+        "*",
         F.lit(ingested_at).cast("timestamp").alias("_ingested_at"),
         F.lit(batch_id).cast("bigint").alias("_batch_id"),
         F.lit(ingested_at.date()).alias(PARTITION_COLUMN),
     )
 
 
-def ensure_table(spark: SparkSession, topic: Topic) -> None:
-    """Create the topic's Bronze table (empty, by path) if it does not exist yet.
+def bronze_rows(records: DataFrame) -> DataFrame:
+    """Decorated, classified records to the rows of the topic's Bronze table."""
+    return records.where(F.col("_status") == "bronze").select(*BRONZE_SCHEMA.fieldNames())
+
+
+def dead_letter_rows(records: DataFrame) -> DataFrame:
+    """Decorated, classified records to the rows of `bronze.dead_letter`."""
+    return records.where(F.col("_status") == "dead_letter").select(
+        *DEAD_LETTER_SCHEMA.fieldNames()
+    )
+
+
+def count_statuses(records: DataFrame) -> dict[str, object]:
+    """Records read, per status, and the newest source commit time, in one pass."""
+    row = records.agg(
+        F.count(F.lit(1)).alias("records_read"),
+        F.count(F.when(F.col("_status") == "bronze", 1)).alias("bronze_rows"),
+        F.count(F.when(F.col("_status") == "dead_letter", 1)).alias("dead_letters"),
+        F.count(F.when(F.col("_status") == "tombstone", 1)).alias("tombstones"),
+        F.max("source_committed_at").alias("max_source_committed_at"),
+    ).first()
+    assert row is not None
+    return row.asDict()
+
+
+# --- tables --------------------------------------------------------------------------------
+
+
+def ensure_delta_table(
+    spark: SparkSession,
+    path: str,
+    schema: StructType,
+    partition_by: Iterable[str] = (),
+    properties: dict[str, str] | None = None,
+) -> None:
+    """Create an empty Delta table by path if there is none; add missing columns to an
+    older one (new columns are nullable, so old rows read as null).
 
     Safe to call from two processes at once: the loser of the race for the first
     commit finds the winner's table and returns.
     """
-    path = str(topic.bronze_path)
-    if DeltaTable.isDeltaTable(spark, path):
+    if not DeltaTable.isDeltaTable(spark, path):
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+        partitions = list(partition_by)
+        if partitions:
+            builder = builder.partitionedBy(*partitions)
+        for key, value in (properties or {}).items():
+            builder = builder.property(key, value)
+        try:
+            builder.execute()
+        except Exception:
+            if not DeltaTable.isDeltaTable(spark, path):
+                raise
         return
-    builder = (
-        DeltaTable.createIfNotExists(spark)
-        .location(path)
-        .addColumns(BRONZE_SCHEMA)
-        .partitionedBy(PARTITION_COLUMN)
-    )
-    for key, value in TABLE_PROPERTIES.items():
-        builder = builder.property(key, value)
-    try:
-        builder.execute()
-    except Exception:
-        if not DeltaTable.isDeltaTable(spark, path):
-            raise
+    existing = set(DeltaTable.forPath(spark, path).toDF().columns)
+    missing = [f for f in schema.fields if f.name not in existing]
+    if missing:
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+        spark.sql(f"alter table delta.`{path}` add columns ({columns})")
+
+
+def dead_letter_path() -> str:
+    return str(paths()["bronze"] / "dead_letter")
+
+
+def batches_path() -> str:
+    return str(paths()["ops"] / "ingestion_batches")
 
 
 def ensure_tables(spark: SparkSession, topics: list[Topic]) -> None:
+    """Every table the ingestion job writes: one Bronze table per topic, the dead
+    letters and the batch log."""
     for topic in topics:
-        ensure_table(spark, topic)
+        ensure_delta_table(
+            spark, str(topic.bronze_path), BRONZE_SCHEMA, [PARTITION_COLUMN], TABLE_PROPERTIES
+        )
+    ensure_delta_table(
+        spark, dead_letter_path(), DEAD_LETTER_SCHEMA, [PARTITION_COLUMN], TABLE_PROPERTIES
+    )
+    ensure_delta_table(spark, batches_path(), BATCH_SCHEMA, (), TABLE_PROPERTIES)
+
+
+def ensure_table(spark: SparkSession, topic: Topic) -> None:
+    """The topic's Bronze table (empty, by path) if it does not exist yet."""
+    ensure_delta_table(
+        spark, str(topic.bronze_path), BRONZE_SCHEMA, [PARTITION_COLUMN], TABLE_PROPERTIES
+    )

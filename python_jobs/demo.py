@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
     _step(2, "ingest the landing zone into Bronze")
     spark = get_spark()
-    ingest.run(landing, once=True)
+    ingest.run(ingest.IngestOptions(landing=landing))
 
     _step(3, "dbt build, then dbt docs generate")
     dbt(["build"])

@@ -1,17 +1,22 @@
-"""Ingest the landing zone into Bronze with Structured Streaming, exactly once.
+"""Ingest the landing zone (or Kafka) into Bronze with Structured Streaming, exactly once.
 
-One streaming query per topic reads new landing files (whole files, so each line keeps
-its line number), splits them into lines and appends them to the topic's Bronze Delta
-table by path. Each micro-batch is written with Delta's idempotent-write options
-(`txnAppId` = the query's checkpoint id, `txnVersion` = the batch id), so a batch that
-is replayed after a crash between the data write and the checkpoint commit is skipped
-by Delta instead of being written twice.
+One streaming query per topic reads new records - landing files split into lines, or
+Kafka records - and hands each micro-batch to :class:`BatchWriter`, which classifies the
+records (:func:`python_jobs.bronze.classify`) and appends, in this order:
 
-The session has no catalog (`get_spark(catalog=False)`), so ingestion can run while
-`dbt build` holds the embedded catalog.
+1. the parsed records to the topic's Bronze table,
+2. the records that failed to `bronze.dead_letter`, with the reason,
+3. one row to `ops.ingestion_batches` with the batch's counts and lag.
+
+Each append uses Delta's idempotent-write options (`txnAppId` = the query's checkpoint
+id, `txnVersion` = the batch id), so a batch replayed after a crash anywhere between
+these writes and the checkpoint's commit writes each table at most once. The session
+has no catalog (`get_spark(catalog=False)`), so ingestion runs while `dbt build` holds
+the embedded catalog.
 
     python -m python_jobs.ingest --once                 # what is there, then exit
     python -m python_jobs.ingest --trigger-interval 10  # continuously, until SIGTERM
+    python -m python_jobs.ingest --source kafka --bootstrap-servers 127.0.0.1:9092 --once
 """
 
 from __future__ import annotations
@@ -19,14 +24,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -37,16 +44,50 @@ from python_jobs.topics import Topic, load_topics
 
 log = logging.getLogger("ingest")
 
+SOURCES = ("files", "kafka")
+# Fault injection for the crash tests: `<point>:<marker file>`. When the writer reaches
+# the point it creates the marker and waits to be killed.
+FAULT_ENV = "LAKEHOUSE_INGEST_FAULT"
+FAULT_POINTS = ("after_bronze_write", "after_batch_log")
 
-def checkpoint_dir(topic: Topic) -> Path:
-    return paths()["checkpoints"] / "ingest" / topic.table
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """How to ingest: the source, the trigger, and the limits."""
+
+    source: str = "files"
+    landing: Path | None = None  # default: $LAKEHOUSE_HOME/landing
+    bootstrap_servers: str | None = None
+    once: bool = True
+    trigger_interval: float = 10.0
+    max_files: int = 100
+    max_offsets: int = 100_000
+    max_invalid_ratio: float | None = None
+    max_record_bytes: int = bronze.DEFAULT_MAX_RECORD_BYTES
+    heartbeat_interval: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"source must be one of {SOURCES}, got {self.source!r}")
+        if self.source == "kafka" and not self.bootstrap_servers:
+            raise ValueError("the kafka source needs bootstrap servers")
+        if self.max_invalid_ratio is not None and not 0 <= self.max_invalid_ratio <= 1:
+            raise ValueError(f"max_invalid_ratio must be in [0, 1], got {self.max_invalid_ratio}")
+
+
+class IngestError(RuntimeError):
+    """Ingestion cannot start or continue safely; the message says why and what to do."""
+
+
+def checkpoint_dir(topic: Topic, source: str = "files") -> Path:
+    return paths()["checkpoints"] / "ingest" / source / topic.table
 
 
 def read_landing(spark: SparkSession, topic: Topic, landing: Path, max_files: int) -> DataFrame:
-    """The source: new files of one topic's landing directory, one row per file."""
+    """New files of one topic's landing directory, as lines (``bronze.LINE_SCHEMA``)."""
     directory = topic.landing_dir(landing)
     directory.mkdir(parents=True, exist_ok=True)
-    return (
+    files = (
         spark.readStream.format("text")
         .option("wholetext", "true")
         .option("pathGlobFilter", "*.json")
@@ -57,6 +98,33 @@ def read_landing(spark: SparkSession, topic: Topic, landing: Path, max_files: in
         .load(str(directory))
         .select("value", F.col("_metadata.file_path").alias("_source_file"))
     )
+    return bronze.split_lines(files, topic.topic)
+
+
+def read_kafka(spark: SparkSession, topic: Topic, bootstrap: str, max_offsets: int) -> DataFrame:
+    """New records of one Kafka topic, as lines (``bronze.LINE_SCHEMA``).
+
+    The value is decoded as UTF-8 (what Debezium's JSON converter writes); a null value
+    is a tombstone.
+    """
+    records = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic.topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", max_offsets)
+        # Records deleted by retention before they were ingested fail the query loudly.
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+    return records.select(
+        F.col("value").cast("string").alias("_raw"),
+        F.col("topic").alias("_topic"),
+        F.col("partition").alias("_partition"),
+        F.col("offset").alias("_offset"),
+        F.lit(None).cast("string").alias("_source_file"),
+        F.lit(None).cast("int").alias("_line_number"),
+    )
 
 
 def _query_id(checkpoint: Path) -> str:
@@ -64,74 +132,183 @@ def _query_id(checkpoint: Path) -> str:
     return json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"]
 
 
-def bronze_writer(topic: Topic, checkpoint: Path) -> Callable[[DataFrame, int], None]:
-    """The sink: an idempotent append of one micro-batch to the topic's Bronze table."""
+def _fault_point(name: str) -> None:
+    spec = os.environ.get(FAULT_ENV, "")
+    point, _, marker = spec.partition(":")
+    if point != name:
+        return
+    Path(marker).touch()
+    log.warning("fault point %s reached: waiting to be killed", name)
+    while True:
+        time.sleep(60)
 
-    def write_batch(files: DataFrame, batch_id: int) -> None:
-        started = time.monotonic()
-        ingested_at = datetime.now(UTC)
-        rows = bronze.decorate(bronze.split_lines(files), batch_id, ingested_at)
-        (
-            rows.write.format("delta")
-            .mode("append")
-            .option("txnAppId", f"lakehouse-ingest-{_query_id(checkpoint)}")
-            .option("txnVersion", batch_id)
-            .partitionBy(bronze.PARTITION_COLUMN)
-            .save(str(topic.bronze_path))
-        )
+
+def _append(rows: DataFrame, path: str, app_id: str, version: int, partitioned: bool) -> None:
+    writer = (
+        rows.write.format("delta")
+        .mode("append")
+        .option("txnAppId", app_id)
+        .option("txnVersion", version)
+    )
+    if partitioned:
+        writer = writer.partitionBy(bronze.PARTITION_COLUMN)
+    writer.save(path)
+
+
+class BatchWriter:
+    """The sink of one topic's query: classify a micro-batch, append it idempotently to
+    Bronze and the dead letters, log it in `ops.ingestion_batches`."""
+
+    def __init__(
+        self, spark: SparkSession, topic: Topic, options: IngestOptions, checkpoint: Path
+    ) -> None:
+        self.spark = spark
+        self.topic = topic
+        self.options = options
+        self.checkpoint = checkpoint
+        self.failure: str | None = None
+        self.batches = 0
+        self.last_row_at = time.monotonic()
+
+    def app_id(self) -> str:
+        return f"lakehouse-ingest-{_query_id(self.checkpoint)}"
+
+    def __call__(self, lines: DataFrame, batch_id: int) -> None:
+        started = datetime.now(UTC)
+        clock = time.monotonic()
+        records = bronze.decorate(
+            bronze.classify(lines, self.topic, self.options.max_record_bytes), batch_id, started
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            counts = bronze.count_statuses(records)
+            self._check_ratio(counts, batch_id)
+            app_id = self.app_id()
+            if counts["bronze_rows"]:
+                path = str(self.topic.bronze_path)
+                _append(bronze.bronze_rows(records), path, app_id, batch_id, partitioned=True)
+            _fault_point("after_bronze_write")
+            reasons = ""
+            if counts["dead_letters"]:
+                dead = bronze.dead_letter_rows(records)
+                _append(dead, bronze.dead_letter_path(), app_id, batch_id, partitioned=True)
+                reasons = _reason_summary(dead)
+            self._log_batch(counts, batch_id, started, time.monotonic() - clock)
+            _fault_point("after_batch_log")
+        finally:
+            records.unpersist()
         log.info(
-            "%s batch %d written in %.1fs",
-            topic.topic,
+            "%s batch %d: read %d, bronze %d, dead letters %d%s, tombstones %d, lag %s, %.1fs",
+            self.topic.topic,
             batch_id,
-            time.monotonic() - started,
+            counts["records_read"],
+            counts["bronze_rows"],
+            counts["dead_letters"],
+            reasons,
+            counts["tombstones"],
+            _lag_text(counts["max_source_committed_at"], started),
+            time.monotonic() - clock,
         )
 
-    return write_batch
+    def _check_ratio(self, counts: dict[str, object], batch_id: int) -> None:
+        limit = self.options.max_invalid_ratio
+        read = int(counts["records_read"])  # type: ignore[arg-type]
+        dead = int(counts["dead_letters"])  # type: ignore[arg-type]
+        if limit is None or read == 0 or dead / read <= limit:
+            return
+        self.failure = (
+            f"{self.topic.topic}: batch {batch_id} has {dead} invalid records out of {read} "
+            f"(ratio {dead / read:.3f}), over --max-invalid-ratio {limit}; nothing of the "
+            "batch was written. Inspect the source, then re-run with a higher limit to "
+            "send them to bronze.dead_letter."
+        )
+        raise IngestError(self.failure)
+
+    def _log_batch(
+        self, counts: dict[str, object], batch_id: int | None, started: datetime, seconds: float
+    ) -> None:
+        ingested_at = datetime.now(UTC)
+        newest = counts["max_source_committed_at"]
+        lag = (started.replace(tzinfo=None) - newest).total_seconds() if newest else None
+        row = {
+            "topic": self.topic.topic,
+            "source": self.options.source,
+            "query_id": _query_id(self.checkpoint),
+            "batch_id": batch_id,
+            "is_heartbeat": batch_id is None,
+            **{k: counts[k] for k in ("records_read", "bronze_rows", "dead_letters", "tombstones")},
+            "max_source_committed_at": newest,
+            "lag_seconds": lag,
+            "started_at": started.replace(tzinfo=None),
+            "ingested_at": ingested_at.replace(tzinfo=None),
+            "duration_seconds": seconds,
+        }
+        rows = self.spark.createDataFrame([row], bronze.BATCH_SCHEMA)
+        if batch_id is None:
+            rows.write.format("delta").mode("append").save(bronze.batches_path())
+        else:
+            _append(rows, bronze.batches_path(), self.app_id(), batch_id, partitioned=False)
+            self.batches += 1
+        self.last_row_at = time.monotonic()
+
+    def heartbeat(self) -> None:
+        """A row saying the query is alive and found no new records."""
+        empty = {"records_read": 0, "bronze_rows": 0, "dead_letters": 0, "tombstones": 0}
+        self._log_batch({**empty, "max_source_committed_at": None}, None, datetime.now(UTC), 0.0)
+        log.info("%s: no new records (heartbeat)", self.topic.topic)
 
 
-class IngestError(RuntimeError):
-    """Ingestion cannot start or continue safely; the message says why and what to do."""
+def _reason_summary(dead: DataFrame) -> str:
+    counts = dead.groupBy("_error_reason").count().orderBy("_error_reason").collect()
+    return " (" + ", ".join(f"{r['_error_reason']} {r['count']}" for r in counts) + ")"
 
 
-def check_checkpoint(spark: SparkSession, topic: Topic, checkpoint: Path) -> None:
-    """Refuse to start a fresh checkpoint over a Bronze table that already has rows.
+def _lag_text(newest: object, started: datetime) -> str:
+    if not isinstance(newest, datetime):
+        return "-"
+    return f"{(started.replace(tzinfo=None) - newest).total_seconds():.1f}s"
 
-    The checkpoint is what remembers which landing files were ingested; without it every
-    file would be appended again (Bronze is append-only, so the duplicates would stay).
+
+def check_checkpoint(spark: SparkSession, topic: Topic, source: str, checkpoint: Path) -> None:
+    """Refuse to start a fresh checkpoint over Bronze rows that came from this source.
+
+    The checkpoint is what remembers which files (or offsets) were ingested; without it
+    every record would be appended again (Bronze is append-only, so they would stay).
     """
     if (checkpoint / "metadata").exists():
         return
-    if spark.read.format("delta").load(str(topic.bronze_path)).limit(1).count() == 0:
+    position = "_source_file" if source == "files" else "_offset"
+    rows = spark.read.format("delta").load(str(topic.bronze_path))
+    if rows.where(F.col(position).isNotNull()).limit(1).count() == 0:
         return
     raise IngestError(
-        f"{topic.topic}: the Bronze table {topic.bronze_path} has rows but its streaming "
-        f"checkpoint {checkpoint} is missing, so ingesting would append every landing "
-        "file again. Restore the checkpoint, or delete both the Bronze table and the "
-        "checkpoint to re-ingest the landing zone from scratch."
+        f"{topic.topic}: the Bronze table {topic.bronze_path} has rows from {source} but "
+        f"the streaming checkpoint {checkpoint} is missing, so ingesting would append "
+        "them again. Restore the checkpoint, or delete the Bronze tables, the dead "
+        "letters and the checkpoints to re-ingest from scratch."
     )
 
 
 def start_query(
-    spark: SparkSession,
-    topic: Topic,
-    landing: Path,
-    once: bool,
-    trigger_interval: float,
-    max_files: int,
-) -> StreamingQuery:
-    checkpoint = checkpoint_dir(topic)
-    check_checkpoint(spark, topic, checkpoint)
+    spark: SparkSession, topic: Topic, options: IngestOptions
+) -> tuple[StreamingQuery, BatchWriter]:
+    checkpoint = checkpoint_dir(topic, options.source)
+    check_checkpoint(spark, topic, options.source, checkpoint)
+    if options.source == "kafka":
+        assert options.bootstrap_servers is not None
+        lines = read_kafka(spark, topic, options.bootstrap_servers, options.max_offsets)
+    else:
+        lines = read_landing(spark, topic, options.landing or paths()["landing"], options.max_files)
+    sink = BatchWriter(spark, topic, options, checkpoint)
     writer = (
-        read_landing(spark, topic, landing, max_files)
-        .writeStream.queryName(f"ingest_{topic.table}")
+        lines.writeStream.queryName(f"ingest_{options.source}_{topic.table}")
         .option("checkpointLocation", str(checkpoint))
-        .foreachBatch(bronze_writer(topic, checkpoint))
+        .foreachBatch(sink)
     )
-    if once:
+    if options.once:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=f"{trigger_interval} seconds")
-    return writer.start()
+        writer = writer.trigger(processingTime=f"{options.trigger_interval} seconds")
+    return writer.start(), sink
 
 
 class _StopFlag:
@@ -145,13 +322,17 @@ class _StopFlag:
         self.requested = True
 
 
-def run(
-    landing: Path,
-    once: bool = True,
-    trigger_interval: float = 10.0,
-    max_files: int = 100,
-    topics: list[Topic] | None = None,
-) -> None:
+def _failure(query: StreamingQuery, sink: BatchWriter) -> IngestError | None:
+    error = query.exception()
+    if error is None:
+        return None
+    return IngestError(sink.failure or f"{query.name} failed: {error}")
+
+
+def run(options: IngestOptions | None = None, topics: list[Topic] | None = None) -> None:
+    """Ingest every topic (default: the registry) with `options`, until done (`once`)
+    or until SIGTERM/SIGINT, which stop the queries after the batch in flight."""
+    options = options or IngestOptions()
     spark = get_spark(catalog=False)
     topics = topics if topics is not None else load_topics()
     bronze.ensure_tables(spark, topics)
@@ -160,49 +341,70 @@ def run(
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous_handlers[signum] = signal.signal(signum, stop)
-    queries: list[StreamingQuery] = []
+    running: list[tuple[StreamingQuery, BatchWriter]] = []
     try:
         for topic in topics:
-            queries.append(start_query(spark, topic, landing, once, trigger_interval, max_files))
+            running.append(start_query(spark, topic, options))
+        origin = options.bootstrap_servers if options.source == "kafka" else options.landing
         log.info(
-            "ingesting %d topics from %s (%s)",
+            "ingesting %d topics from %s %s (%s)",
             len(topics),
-            landing,
-            "available now" if once else f"every {trigger_interval}s",
+            options.source,
+            origin or paths()["landing"],
+            "available now" if options.once else f"every {options.trigger_interval}s",
         )
-        while any(q.isActive for q in queries):
+        while any(query.isActive for query, _ in running):
             if stop.requested:
-                for query in queries:
+                for query, _ in running:
                     while query.isActive and query.status["isTriggerActive"]:
                         time.sleep(0.2)
                     query.stop()
                 break
-            for query in queries:
-                if query.exception() is not None:
-                    raise IngestError(f"{query.name} failed: {query.exception()}")
+            for query, sink in running:
+                failure = _failure(query, sink)
+                if failure is not None:
+                    raise failure
+                idle = query.isActive and not query.status["isTriggerActive"]
+                overdue = time.monotonic() - sink.last_row_at >= options.heartbeat_interval
+                if not options.once and idle and overdue:
+                    sink.heartbeat()
             time.sleep(0.5)
     finally:
-        for query in queries:
+        for query, _ in running:
             if query.isActive:
                 query.stop()
         for signum, handler in previous_handlers.items():
             signal.signal(signum, handler)
-    for query in queries:
-        if query.exception() is not None:
-            raise IngestError(f"{query.name} failed: {query.exception()}")
+    for query, sink in running:
+        failure = _failure(query, sink)
+        if failure is not None:
+            raise failure
+        if options.once and sink.batches == 0:
+            sink.heartbeat()
     log.info("ingestion stopped")
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> IngestOptions:
     parser = argparse.ArgumentParser(
         prog="python -m python_jobs.ingest",
-        description="Ingest the landing zone into the Bronze Delta tables, exactly once.",
+        description="Ingest the landing zone (or Kafka) into the Bronze Delta tables, "
+        "exactly once, with bad records in bronze.dead_letter and one row per micro-batch "
+        "in ops.ingestion_batches.",
+    )
+    parser.add_argument(
+        "--source", choices=SOURCES, default="files", help="where to read (default: files)"
     )
     parser.add_argument(
         "--landing-dir",
         type=Path,
         default=None,
-        help="landing zone to read (default: $LAKEHOUSE_HOME/landing)",
+        help="files source: the landing zone (default: $LAKEHOUSE_HOME/landing)",
+    )
+    parser.add_argument(
+        "--bootstrap-servers",
+        default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
+        metavar="HOST:PORT[,...]",
+        help="kafka source: the brokers (default: $KAFKA_BOOTSTRAP_SERVERS)",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
@@ -221,28 +423,72 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--max-files-per-batch",
         type=int,
         default=100,
-        help="at most this many landing files per topic per micro-batch (default 100)",
+        help="files source: at most this many files per topic per micro-batch (default 100)",
+    )
+    parser.add_argument(
+        "--max-offsets-per-batch",
+        type=int,
+        default=100_000,
+        help="kafka source: at most this many records per topic per micro-batch "
+        "(default 100000)",
+    )
+    parser.add_argument(
+        "--max-invalid-ratio",
+        type=float,
+        default=None,
+        metavar="RATIO",
+        help="fail when a batch's dead letters / records read exceeds RATIO (0..1; "
+        "default: never)",
+    )
+    parser.add_argument(
+        "--max-record-bytes",
+        type=int,
+        default=bronze.DEFAULT_MAX_RECORD_BYTES,
+        help="records larger than this go to the dead letters (default 1 MiB)",
+    )
+    parser.add_argument(
+        "--heartbeat-interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="continuous mode: log a heartbeat row for a topic with no new records "
+        "every SECONDS (default 60)",
     )
     args = parser.parse_args(argv)
     if args.trigger_interval is not None and args.trigger_interval <= 0:
         parser.error("--trigger-interval must be > 0")
     if args.max_files_per_batch < 1:
         parser.error("--max-files-per-batch must be >= 1")
-    return args
+    if args.max_offsets_per_batch < 1:
+        parser.error("--max-offsets-per-batch must be >= 1")
+    if args.max_record_bytes < 1:
+        parser.error("--max-record-bytes must be >= 1")
+    if args.heartbeat_interval <= 0:
+        parser.error("--heartbeat-interval must be > 0")
+    if args.max_invalid_ratio is not None and not 0 <= args.max_invalid_ratio <= 1:
+        parser.error("--max-invalid-ratio must be between 0 and 1")
+    if args.source == "kafka" and not args.bootstrap_servers:
+        parser.error("--source kafka needs --bootstrap-servers (or $KAFKA_BOOTSTRAP_SERVERS)")
+    return IngestOptions(
+        source=args.source,
+        landing=args.landing_dir,
+        bootstrap_servers=args.bootstrap_servers,
+        once=args.trigger_interval is None,
+        trigger_interval=args.trigger_interval or 10.0,
+        max_files=args.max_files_per_batch,
+        max_offsets=args.max_offsets_per_batch,
+        max_invalid_ratio=args.max_invalid_ratio,
+        max_record_bytes=args.max_record_bytes,
+        heartbeat_interval=args.heartbeat_interval,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    args = parse_args(argv)
-    landing = args.landing_dir or paths()["landing"]
+    options = parse_args(argv)
     try:
-        run(
-            landing=landing,
-            once=args.trigger_interval is None,
-            trigger_interval=args.trigger_interval or 10.0,
-            max_files=args.max_files_per_batch,
-        )
+        run(options)
     except IngestError as error:
         log.error("%s", error)
         return 1

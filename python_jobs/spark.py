@@ -19,7 +19,7 @@ Why Bronze is written by path: the embedded Derby catalog admits one process at 
 and ingestion must keep running while ``dbt build`` runs. The ingestion job therefore
 uses a session *without* the catalog (``get_spark(catalog=False)``) and writes Delta
 tables by path; dbt registers them in the ``bronze`` schema as external tables
-(``macros/utils/register_bronze_tables.sql``). Delta's optimistic concurrency makes
+(``macros/utils/register_ingestion_tables.sql``). Delta's optimistic concurrency makes
 a reader of a path-based table and a streaming appender safe together.
 """
 

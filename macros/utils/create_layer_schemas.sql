@@ -1,6 +1,6 @@
 {#-
     Creates the medallion schemas (`silver`, `gold`, `ops`; `bronze` is created by
-    register_bronze_tables) so that every layer exists, even before a model writes to
+    register_ingestion_tables) so that every layer exists, even before a model writes to
     it. Idempotent; runs at the start of every dbt invocation (on-run-start).
 -#}
 {% macro create_layer_schemas(schemas=['silver', 'gold', 'ops']) -%}

@@ -1,45 +1,49 @@
 {#-
-    Registers every table of the `bronze` source in the catalog as an external Delta
-    table at `<bronze_root>/<table>`, where the ingestion job writes it by path.
-    Idempotent; runs at the start of every dbt invocation (on-run-start).
+    Registers every source table that the ingestion job writes by path (sources whose
+    meta has `path_root`) as an external Delta table at
+    `<lakehouse_root>/<path_root>/<table>`: the Bronze topics and dead letters in
+    `bronze`, the batch log in `ops`. Idempotent; runs at the start of every dbt
+    invocation (on-run-start).
 -#}
-{% macro register_bronze_tables(bronze_root) -%}
-    {{ return(adapter.dispatch('register_bronze_tables', 'lakehouse')(bronze_root)) }}
+{% macro register_ingestion_tables(lakehouse_root) -%}
+    {{ return(adapter.dispatch('register_ingestion_tables', 'lakehouse')(lakehouse_root)) }}
 {%- endmacro %}
 
-{% macro default__register_bronze_tables(bronze_root) -%}
-    {{ _raise_unsupported_adapter('register_bronze_tables') }}
+{% macro default__register_ingestion_tables(lakehouse_root) -%}
+    {{ _raise_unsupported_adapter('register_ingestion_tables') }}
 {%- endmacro %}
 
-{% macro spark__register_bronze_tables(bronze_root) -%}
-    {%- if not bronze_root -%}
+{% macro spark__register_ingestion_tables(lakehouse_root) -%}
+    {%- if not lakehouse_root -%}
         {{ exceptions.raise_compiler_error(
-            "register_bronze_tables: var 'bronze_root' is empty"
+            "register_ingestion_tables: var 'lakehouse_root' is empty"
         ) }}
     {%- endif -%}
     {#- The catalog stores the location: a relative one would depend on the cwd. -#}
-    {%- if not (bronze_root.startswith('/') or '://' in bronze_root) -%}
+    {%- if not (lakehouse_root.startswith('/') or '://' in lakehouse_root) -%}
         {{ exceptions.raise_compiler_error(
-            "register_bronze_tables: var 'bronze_root' must be an absolute path or a URI, "
-            ~ "got '" ~ bronze_root ~ "'"
+            "register_ingestion_tables: var 'lakehouse_root' must be an absolute path or "
+            ~ "a URI, got '" ~ lakehouse_root ~ "'"
         ) }}
     {%- endif -%}
     {%- if execute -%}
-        {%- set identifiers = [] -%}
+        {%- set tables = [] -%}
         {%- for source in graph.sources.values() -%}
-            {%- if source.source_name == 'bronze' -%}
-                {%- do identifiers.append(source.identifier) -%}
+            {%- set path_root = source.config.meta.get('path_root') -%}
+            {%- if path_root -%}
+                {%- do tables.append((source.schema, source.identifier, path_root)) -%}
             {%- endif -%}
         {%- endfor -%}
-        {%- do create_layer_schemas(['bronze']) -%}
-        {%- for identifier in identifiers | sort -%}
-            {%- set location = (bronze_root ~ "/" ~ identifier) | replace("'", "\\'") -%}
+        {%- do create_layer_schemas(tables | map(attribute=0) | unique | list) -%}
+        {%- for schema, identifier, path_root in tables | sort -%}
+            {%- set location = (lakehouse_root ~ "/" ~ path_root ~ "/" ~ identifier)
+                | replace("'", "\\'") -%}
             {%- do run_query(
-                "create table if not exists bronze." ~ identifier
+                "create table if not exists " ~ schema ~ "." ~ identifier
                 ~ " using delta location '" ~ location ~ "'"
             ) -%}
         {%- endfor -%}
-        {{ log("registered " ~ identifiers | length ~ " bronze tables", info=false) }}
+        {{ log("registered " ~ tables | length ~ " ingestion tables", info=false) }}
     {%- endif -%}
     select 1
 {%- endmacro %}

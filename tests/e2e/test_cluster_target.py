@@ -51,7 +51,7 @@ def test_dbt_build_runs_through_a_spark_thrift_server(
     simulate(landing, home / "truth", "--seed", "5", "--days", "1")
     # Bronze of that home, written by path like the ingestion job does next to a cluster.
     monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
-    ingest.run(landing, once=True)
+    ingest.run(ingest.IngestOptions(landing=landing))
 
     port = _free_port()
     env = {**os.environ, "LAKEHOUSE_HOME": str(home)}

@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 from pyspark.errors import AnalysisException
 
+from python_jobs import bronze
 from python_jobs.spark import REPO_ROOT, paths
 from python_jobs.topics import load_topics
-from tests.helpers import bronze_records, landing_records
+from tests.helpers import bronze_records, ingested_records, landing_records
 
 # topic -> Bronze table, from the registry (test_topics.py pins the list).
 TOPICS = {t.topic: t.table for t in load_topics()}
@@ -79,6 +80,8 @@ def test_ingestion_runs_while_dbt_build_runs(spark, dbt, clean_lakehouse, simula
             "1",
             "--landing-dir",
             str(landing),
+            "--heartbeat-interval",
+            "3",
         ],
         cwd=REPO_ROOT,
         env=os.environ.copy(),
@@ -117,7 +120,7 @@ def test_ingestion_runs_while_dbt_build_runs(spark, dbt, clean_lakehouse, simula
         expected = {t: sorted(landing_records(landing, t)) for t in TOPICS}
         _wait_until(
             lambda: all(
-                len(bronze_records(spark, table)) >= len(expected[topic])
+                len(ingested_records(spark, topic, table)) >= len(expected[topic])
                 for topic, table in TOPICS.items()
             ),
             timeout=180,
@@ -135,9 +138,16 @@ def test_ingestion_runs_while_dbt_build_runs(spark, dbt, clean_lakehouse, simula
         log_file.close()
     assert code == 0, (home / "ingest-concurrent.log").read_text()[-3000:]
 
-    # Every landing line exactly once in Bronze, nothing else.
+    # Every landing line exactly once in Bronze or the dead letters, nothing else.
     for topic, table in TOPICS.items():
-        assert bronze_records(spark, table) == expected[topic], topic
+        assert ingested_records(spark, topic, table) == expected[topic], topic
+
+    # The idle queries said they were alive: heartbeat rows after the last batches.
+    log = spark.read.format("delta").load(bronze.batches_path())
+    for topic in TOPICS:
+        mine = log.where(f"topic = '{topic}'")
+        assert mine.where("not is_heartbeat").count() > 0, topic
+        assert mine.where("is_heartbeat and records_read = 0").count() > 0, topic
 
     # And a build after the stream caught up sees every users change.
     dbt("build")

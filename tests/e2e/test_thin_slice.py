@@ -10,7 +10,7 @@ from pathlib import Path
 
 from python_jobs import ingest
 from python_jobs.topics import load_topics
-from tests.helpers import bronze_records, landing_records
+from tests.helpers import bronze_records, ingested_records, landing_records
 
 # topic -> Bronze table, from the registry (test_topics.py pins the list).
 TOPICS = {t.topic: t.table for t in load_topics()}
@@ -58,16 +58,17 @@ def test_simulated_workload_flows_to_a_tested_staging_model(
     landing = clean_lakehouse["landing"]
     simulate(landing, clean_lakehouse["home"] / "truth", "--seed", "11", "--days", "2")
 
-    ingest.run(landing, once=True)
+    ingest.run(ingest.IngestOptions(landing=landing))
     for topic, table in TOPICS.items():
-        assert bronze_records(spark, table) == sorted(landing_records(landing, topic)), topic
+        expected = sorted(landing_records(landing, topic))
+        assert ingested_records(spark, topic, table) == expected, topic
 
     # Ingesting again finds nothing new: Bronze is unchanged (no duplicates).
     versions = {
         t: spark.sql(f"describe history delta.`{clean_lakehouse['bronze'] / t}`").count()
         for t in TOPICS.values()
     }
-    ingest.run(landing, once=True)
+    ingest.run(ingest.IngestOptions(landing=landing))
     for table, version_count in versions.items():
         history = spark.sql(f"describe history delta.`{clean_lakehouse['bronze'] / table}`")
         assert history.count() == version_count, table
@@ -91,7 +92,7 @@ def test_simulated_workload_flows_to_a_tested_staging_model(
 
 
 def test_an_empty_landing_zone_builds_over_empty_bronze_tables(spark, dbt, clean_lakehouse) -> None:
-    ingest.run(clean_lakehouse["landing"], once=True)
+    ingest.run(ingest.IngestOptions(landing=clean_lakehouse["landing"]))
     for table in TOPICS.values():
         assert bronze_records(spark, table) == []
     dbt("build")
@@ -102,11 +103,12 @@ def test_a_failing_data_test_fails_the_build(spark, dbt, clean_lakehouse) -> Non
     landing = clean_lakehouse["landing"]
     topic_dir = landing / "blog.public.users"
     topic_dir.mkdir(parents=True)
-    # A change event without an operation: the staging model's tests must catch it.
+    # A well-formed change event whose key is not a number (a type change upstream):
+    # Bronze keeps it, the staging model cannot type it, and its tests must catch it.
     (topic_dir / "000001.json").write_text(
-        '{"before":null,"after":{"user_id":1},"source":{"ts_ms":1,"lsn":1},"ts_ms":1}\n'
+        '{"before":null,"after":{"user_id":"u-1"},"source":{"ts_ms":1,"lsn":1},"op":"c"}\n'
     )
-    ingest.run(landing, once=True)
+    ingest.run(ingest.IngestOptions(landing=landing))
     result = dbt("build", expect_fail=True)
     failed = {r.node.name for r in result.result.results if r.status in ("fail", "error")}
-    assert "not_null_stg_blog__users_op" in failed
+    assert "not_null_stg_blog__users_user_id" in failed

@@ -37,13 +37,13 @@ def _compile_error(dbt, sql: str) -> str:
             "`schemas` must be a non-empty list, got silver",
         ),
         (
-            "register_bronze_tables('.lakehouse/bronze')",
-            "must be an absolute path or a URI, got '.lakehouse/bronze'",
+            "register_ingestion_tables('.lakehouse')",
+            "must be an absolute path or a URI, got '.lakehouse'",
         ),
-        ("register_bronze_tables('')", "var 'bronze_root' is empty"),
+        ("register_ingestion_tables('')", "var 'lakehouse_root' is empty"),
         (
-            "default__debezium_envelope('x')",
-            "debezium_envelope: only the spark adapter is supported, not spark",
+            "default__decode_debezium_decimal('x', 12, 2)",
+            "decode_debezium_decimal: only the spark adapter is supported, not spark",
         ),
     ],
 )

@@ -1,54 +1,177 @@
-"""Ingestion into Bronze: incremental, idempotent on replay, safe without a checkpoint."""
+"""Ingestion into Bronze: incremental, idempotent on replay, bad records aside, counted."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import shutil
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from python_jobs import ingest
+from python_jobs import bronze, ingest
 from python_jobs.topics import Topic
 from tests.helpers import bronze_records
 
 TOPIC = Topic(topic="test.events", kind="events", key=("id",), table="test_events")
+_SECONDS = itertools.count()
+CDC = Topic(topic="test.public.items", kind="cdc", key=("item_id",), table="test_public_items")
 
 
-def _land(landing: Path, name: str, lines: list[str]) -> None:
-    """Write a landing file atomically (elsewhere, then renamed in)."""
-    directory = landing / TOPIC.topic
+def _land(landing: Path, name: str, lines: list[str], topic: Topic = TOPIC) -> None:
+    """Write a landing file atomically (elsewhere, then renamed in), a second after the
+    previous one: Spark's file source takes files in modification-time order."""
+    directory = landing / topic.topic
     directory.mkdir(parents=True, exist_ok=True)
     tmp = landing / f".{name}.tmp"
     tmp.write_text("".join(line + "\n" for line in lines))
+    stamp = time.time() + next(_SECONDS)
+    os.utime(tmp, (stamp, stamp))
     tmp.rename(directory / name)
 
 
-def _commits(spark) -> int:
-    history = spark.sql(f"describe history delta.`{TOPIC.bronze_path}`").collect()
+def _change(op: str, item_id: int, lsn: int, ts_ms: int, **columns: object) -> str:
+    import json
+
+    image = json.dumps({"item_id": item_id, **columns}, separators=(",", ":"))
+    before, after = (image, "null") if op == "d" else ("null", image)
+    source = f'{{"ts_ms":{ts_ms},"lsn":{lsn},"txId":1,"table":"items"}}'
+    return f'{{"before":{before},"after":{after},"source":{source},"op":"{op}"}}'
+
+
+def _commits(spark, topic: Topic = TOPIC) -> int:
+    history = spark.sql(f"describe history delta.`{topic.bronze_path}`").collect()
     return sum(1 for h in history if h["operation"] == "WRITE")
+
+
+def _table(spark, path: str):
+    return spark.read.format("delta").load(path)
+
+
+def _batches(spark, topic: Topic = TOPIC) -> list[tuple]:
+    rows = _table(spark, bronze.batches_path()).where(f"topic = '{topic.topic}'").collect()
+    return sorted(
+        (
+            (
+                r.batch_id,
+                r.is_heartbeat,
+                r.records_read,
+                r.bronze_rows,
+                r.dead_letters,
+                r.tombstones,
+                r.source,
+            )
+            for r in rows
+        ),
+        key=lambda t: (t[0] is None, t[0] or 0),
+    )
+
+
+def _options(landing: Path, **overrides: object) -> ingest.IngestOptions:
+    return ingest.IngestOptions(landing=landing, **overrides)  # type: ignore[arg-type]
 
 
 def test_ingestion_is_incremental_and_a_rerun_writes_nothing(spark, clean_lakehouse) -> None:
     landing = clean_lakehouse["landing"]
     _land(landing, "000001.json", ['{"id":1}', "null", '{"id":2}'])
-    ingest.run(landing, once=True, topics=[TOPIC])
+    ingest.run(_options(landing), topics=[TOPIC])
     _land(landing, "000002.json", ['{"id":3}'])
-    ingest.run(landing, once=True, topics=[TOPIC])
-    ingest.run(landing, once=True, topics=[TOPIC])  # nothing new: no commit
+    ingest.run(_options(landing), topics=[TOPIC])
+    ingest.run(_options(landing), topics=[TOPIC])  # nothing new: no commit, a heartbeat
     assert bronze_records(spark, TOPIC.table) == [
         ("000001.json", 1, '{"id":1}'),
         ("000001.json", 3, '{"id":2}'),
         ("000002.json", 1, '{"id":3}'),
     ]
     assert _commits(spark) == 2
+    assert _batches(spark) == [
+        (0, False, 3, 2, 0, 1, "files"),
+        (1, False, 1, 1, 0, 0, "files"),
+        (None, True, 0, 0, 0, 0, "files"),
+    ]
+
+
+def test_bad_records_go_to_the_dead_letters_and_every_record_is_counted(
+    spark, clean_lakehouse
+) -> None:
+    landing = clean_lakehouse["landing"]
+    lines = [
+        _change("c", 1, 10, 1_727_740_800_000, name="a"),
+        "{not json",
+        "",
+        _change("u", 1, 11, 1_727_740_801_000, name="b"),
+        '{"before":null,"after":{"name":"x"},"source":{"ts_ms":1,"lsn":1},"op":"c"}',
+        "null",
+        '{"before":null,"after":{"item_id":2},"source":{"ts_ms":1,"lsn":1},"op":"z"}',
+        _change("d", 1, 12, 1_727_740_802_000),
+    ]
+    _land(landing, "000001.json", lines, CDC)
+    ingest.run(_options(landing), topics=[CDC])
+
+    rows = _table(spark, str(CDC.bronze_path)).orderBy("_line_number").collect()
+    assert [(r._line_number, r.op, r.record_key, r.source_lsn) for r in rows] == [
+        (1, "c", '{"item_id":"1"}', 10),
+        (4, "u", '{"item_id":"1"}', 11),
+        (8, "d", '{"item_id":"1"}', 12),
+    ]
+    assert [r._raw for r in rows] == [lines[0], lines[3], lines[7]]
+    dead = _table(spark, bronze.dead_letter_path()).orderBy("_line_number").collect()
+    assert [(r._line_number, r._topic, r._error_reason, r._raw) for r in dead] == [
+        (2, CDC.topic, "malformed_json", "{not json"),
+        (5, CDC.topic, "missing_key", lines[4]),
+        (7, CDC.topic, "unknown_op", lines[6]),
+    ]
+    assert all(Path(r._source_file).name == "000001.json" for r in dead)
+    (batch,) = _table(spark, bronze.batches_path()).collect()
+    # Conservation: records read = Bronze rows + dead letters + tombstones.
+    assert (batch.records_read, batch.bronze_rows, batch.dead_letters, batch.tombstones) == (
+        8,
+        3,
+        3,
+        2,
+    )
+    assert batch.max_source_committed_at == datetime(2024, 10, 1, 0, 0, 2)
+    expected_lag = (batch.started_at - batch.max_source_committed_at).total_seconds()
+    assert batch.lag_seconds == pytest.approx(expected_lag)
+    assert batch.duration_seconds > 0
+
+
+def test_too_many_invalid_records_fail_the_query_and_write_nothing(spark, clean_lakehouse) -> None:
+    landing = clean_lakehouse["landing"]
+    _land(landing, "000001.json", ['{"id":1}', "[1]", "{x", "{y"])
+    with pytest.raises(ingest.IngestError) as error:
+        ingest.run(_options(landing, max_invalid_ratio=0.5), topics=[TOPIC])
+    assert "test.events: batch 0 has 3 invalid records out of 4 (ratio 0.750)" in str(error.value)
+    assert bronze_records(spark, TOPIC.table) == []
+    assert _table(spark, bronze.dead_letter_path()).count() == 0
+    assert _batches(spark) == []
+    # Nothing was lost: with a higher limit the same batch goes through.
+    ingest.run(_options(landing, max_invalid_ratio=0.75), topics=[TOPIC])
+    assert bronze_records(spark, TOPIC.table) == [("000001.json", 1, '{"id":1}')]
+    assert _table(spark, bronze.dead_letter_path()).count() == 3
+
+
+def test_a_column_added_mid_stream_lands_without_a_restart(spark, clean_lakehouse) -> None:
+    landing = clean_lakehouse["landing"]
+    _land(landing, "000001.json", [_change("c", 1, 10, 1000, name="a")], CDC)
+    _land(landing, "000002.json", [_change("u", 1, 11, 2000, name="b", colour="red")], CDC)
+    ingest.run(_options(landing, max_files=1), topics=[CDC])  # two batches, one run
+    rows = _table(spark, str(CDC.bronze_path)).orderBy("source_lsn").collect()
+    assert [(r._batch_id, r.after) for r in rows] == [
+        (0, '{"item_id":1,"name":"a"}'),
+        (1, '{"item_id":1,"name":"b","colour":"red"}'),
+    ]
+    assert _table(spark, bronze.dead_letter_path()).count() == 0
 
 
 def test_a_batch_replayed_after_a_crash_is_not_written_twice(spark, clean_lakehouse) -> None:
-    """A crash after the Delta commit but before the checkpoint's commit: on restart,
+    """A crash after the Delta commits but before the checkpoint's commit: on restart,
     Spark replays the batch with the same id, and Delta's txnAppId/txnVersion skip it."""
     landing = clean_lakehouse["landing"]
-    _land(landing, "000001.json", ['{"id":1}', '{"id":2}'])
-    ingest.run(landing, once=True, topics=[TOPIC])
+    _land(landing, "000001.json", ['{"id":1}', '{"id":2}', "[3]"])
+    ingest.run(_options(landing), topics=[TOPIC])
     before = bronze_records(spark, TOPIC.table)
     commits = ingest.checkpoint_dir(TOPIC) / "commits"
     last = max(commits.iterdir(), key=lambda f: int(f.name) if f.name.isdigit() else -1)
@@ -56,26 +179,39 @@ def test_a_batch_replayed_after_a_crash_is_not_written_twice(spark, clean_lakeho
     last.unlink()
     (commits / f".{last.name}.crc").unlink(missing_ok=True)
 
-    ingest.run(landing, once=True, topics=[TOPIC])
+    ingest.run(_options(landing), topics=[TOPIC])
     assert (commits / last.name).exists(), "the batch was not replayed"
     assert bronze_records(spark, TOPIC.table) == before
     assert _commits(spark) == 1
+    assert _table(spark, bronze.dead_letter_path()).count() == 1
+    assert _batches(spark) == [(0, False, 3, 2, 1, 0, "files")]
 
 
 def test_a_lost_checkpoint_stops_ingestion_instead_of_duplicating(spark, clean_lakehouse) -> None:
     landing = clean_lakehouse["landing"]
     _land(landing, "000001.json", ['{"id":1}'])
-    ingest.run(landing, once=True, topics=[TOPIC])
+    ingest.run(_options(landing), topics=[TOPIC])
     shutil.rmtree(ingest.checkpoint_dir(TOPIC))
     with pytest.raises(ingest.IngestError, match="checkpoint .* is missing"):
-        ingest.run(landing, once=True, topics=[TOPIC])
+        ingest.run(_options(landing), topics=[TOPIC])
     assert bronze_records(spark, TOPIC.table) == [("000001.json", 1, '{"id":1}')]
 
 
 def test_command_line_validation() -> None:
-    with pytest.raises(SystemExit):
-        ingest.parse_args(["--trigger-interval", "0"])
-    with pytest.raises(SystemExit):
-        ingest.parse_args(["--once", "--trigger-interval", "5"])
-    args = ingest.parse_args(["--trigger-interval", "2.5", "--landing-dir", "/x"])
-    assert (args.trigger_interval, args.landing_dir) == (2.5, Path("/x"))
+    for bad in (
+        ["--trigger-interval", "0"],
+        ["--once", "--trigger-interval", "5"],
+        ["--max-invalid-ratio", "1.5"],
+        ["--source", "kafka"],
+        ["--source", "ftp"],
+    ):
+        with pytest.raises(SystemExit):
+            ingest.parse_args(bad)
+    options = ingest.parse_args(["--trigger-interval", "2.5", "--landing-dir", "/x"])
+    assert (options.once, options.trigger_interval, options.landing) == (False, 2.5, Path("/x"))
+    options = ingest.parse_args(["--source", "kafka", "--bootstrap-servers", "127.0.0.1:9"])
+    assert (options.source, options.bootstrap_servers, options.once) == (
+        "kafka",
+        "127.0.0.1:9",
+        True,
+    )

@@ -4,34 +4,20 @@ source as (
     select * from {{ source('bronze', 'blog_public_users') }}
 ),
 
-envelopes as (
-    select
-        _source_file,
-        _line_number,
-        _ingested_at,
-        _batch_id,
-        {{ debezium_envelope('_raw') }} as envelope
-    from source
-),
-
 row_images as (
     select
-        envelope,
-        _source_file,
-        _line_number,
-        _ingested_at,
-        _batch_id,
+        *,
         from_json(
-            envelope.after,
+            after,
             'user_id bigint, email string, full_name string, country string, plan string, lifetime_value string, created_at bigint, updated_at bigint'  -- noqa: LT05
         ) as after_image,
-        from_json(envelope.before, 'user_id bigint') as before_image
-    from envelopes
+        from_json(before, 'user_id bigint') as before_image
+    from source
 ),
 
 final as (
     select
-        envelope.op,
+        op,
         coalesce(after_image.user_id, before_image.user_id) as user_id,
         after_image.email,
         after_image.full_name,
@@ -40,10 +26,13 @@ final as (
         {{ decode_debezium_decimal('after_image.lifetime_value', 12, 2) }} as lifetime_value,
         timestamp_micros(after_image.created_at) as created_at,
         timestamp_micros(after_image.updated_at) as updated_at,
-        timestamp_millis(envelope.source.ts_ms) as _source_committed_at,
-        envelope.source.lsn as _source_lsn,
-        envelope.source.txid as _source_tx_id,
-        coalesce(envelope.source.snapshot, 'false') != 'false' as _is_snapshot,
+        source_committed_at as _source_committed_at,
+        source_lsn as _source_lsn,
+        source_tx_id as _source_tx_id,
+        coalesce(source_snapshot, 'false') != 'false' as _is_snapshot,
+        _topic,
+        _partition,
+        _offset,
         _source_file,
         _line_number,
         _ingested_at,

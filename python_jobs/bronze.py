@@ -43,10 +43,22 @@ from python_jobs.topics import Topic
 PARTITION_COLUMN = "_ingest_date"
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 OPS = ("c", "u", "d", "r", "t")
+STATUSES = ("bronze", "dead_letter", "tombstone")
 
 # Bronze and dead-letter tables refuse updates and deletes: the record of what the
-# sources said is never rewritten, only appended to.
+# sources said is never rewritten, only appended to. File statistics (for data
+# skipping) only on the columns queries filter on, not on the long JSON texts, whose
+# statistics cost every write and skip nothing.
 TABLE_PROPERTIES = {"delta.appendOnly": "true"}
+STATS_COLUMNS = (
+    "_ingested_at,_batch_id,_topic,_partition,_offset,_source_file,_line_number,"
+    "op,source_committed_at,source_lsn"
+)
+BRONZE_PROPERTIES = {**TABLE_PROPERTIES, "delta.dataSkippingStatsColumns": STATS_COLUMNS}
+DEAD_LETTER_PROPERTIES = {
+    **TABLE_PROPERTIES,
+    "delta.dataSkippingStatsColumns": "_error_reason,_ingested_at,_batch_id,_topic",
+}
 
 
 def _fields(*specs: tuple[str, DataType, bool]) -> list[StructField]:
@@ -143,7 +155,13 @@ _SHAPE = (
 def is_tombstone(raw: Column) -> Column:
     """A Kafka tombstone: a null value, or a landing line that is `null` or empty
     (surrounding whitespace, a CRLF's carriage return included, does not count)."""
-    return F.coalesce(F.regexp_replace(raw, r"^\s+|\s+$", "").isin("", "null"), F.lit(True))
+    # Trims Java's \s characters. A line that starts with `{` (nearly all of them) is
+    # decided by its first character, without looking at the rest.
+    blank_or_null = F.btrim(raw, F.lit(" \t\n\x0b\f\r")).isin("", "null")
+    return F.coalesce(
+        F.when(F.substring(raw, 1, 1) == "{", F.lit(False)).otherwise(blank_or_null),
+        F.lit(True),
+    )
 
 
 def split_lines(files: DataFrame, topic: str) -> DataFrame:
@@ -153,18 +171,21 @@ def split_lines(files: DataFrame, topic: str) -> DataFrame:
     newline that ends the last line does not make an extra empty line; an empty file
     has no lines.
     """
-    body = F.regexp_replace(F.col("value"), r"\n\z", "")
-    return (
-        files.where(F.length("value") > 0)
-        .select("_source_file", F.posexplode(F.split(body, "\n", -1)).alias("_pos", "_raw"))
-        .select(
-            "_raw",
-            F.lit(topic).alias("_topic"),
-            F.lit(None).cast("int").alias("_partition"),
-            F.lit(None).cast("bigint").alias("_offset"),
-            "_source_file",
-            (F.col("_pos") + 1).cast("int").alias("_line_number"),
-        )
+    parts = files.select("_source_file", F.split("value", "\n", -1).alias("_parts"))
+    lines = parts.select(
+        "_source_file",
+        F.size("_parts").alias("_count"),
+        F.posexplode("_parts").alias("_pos", "_raw"),
+    )
+    # The empty string after the final newline is not a line (nor is an empty file).
+    last_is_empty = (F.col("_pos") == F.col("_count") - 1) & (F.col("_raw") == "")
+    return lines.where(~last_is_empty).select(
+        "_raw",
+        F.lit(topic).alias("_topic"),
+        F.lit(None).cast("int").alias("_partition"),
+        F.lit(None).cast("bigint").alias("_offset"),
+        "_source_file",
+        (F.col("_pos") + 1).cast("int").alias("_line_number"),
     )
 
 
@@ -364,16 +385,23 @@ def dead_letter_rows(records: DataFrame) -> DataFrame:
 
 
 def count_statuses(records: DataFrame) -> dict[str, object]:
-    """Records read, per status, and the newest source commit time, in one pass."""
-    row = records.agg(
-        F.count(F.lit(1)).alias("records_read"),
-        F.count(F.when(F.col("_status") == "bronze", 1)).alias("bronze_rows"),
-        F.count(F.when(F.col("_status") == "dead_letter", 1)).alias("dead_letters"),
-        F.count(F.when(F.col("_status") == "tombstone", 1)).alias("tombstones"),
-        F.max("source_committed_at").alias("max_source_committed_at"),
-    ).first()
-    assert row is not None
-    return row.asDict()
+    """Records read, per status, dead letters per reason, and the newest source commit
+    time, from one small aggregation."""
+    groups = (
+        records.groupBy("_status", "_error_reason")
+        .agg(F.count(F.lit(1)).alias("n"), F.max("source_committed_at").alias("newest"))
+        .collect()
+    )
+    per_status = {s: sum(g["n"] for g in groups if g["_status"] == s) for s in STATUSES}
+    newest = [g["newest"] for g in groups if g["newest"] is not None]
+    return {
+        "records_read": sum(per_status.values()),
+        "bronze_rows": per_status["bronze"],
+        "dead_letters": per_status["dead_letter"],
+        "tombstones": per_status["tombstone"],
+        "max_source_committed_at": max(newest) if newest else None,
+        "reasons": {g["_error_reason"]: g["n"] for g in groups if g["_status"] == "dead_letter"},
+    }
 
 
 # --- tables --------------------------------------------------------------------------------
@@ -424,11 +452,9 @@ def ensure_tables(spark: SparkSession, topics: list[Topic]) -> None:
     """Every table the ingestion job writes: one Bronze table per topic, the dead
     letters and the batch log."""
     for topic in topics:
-        ensure_delta_table(
-            spark, str(topic.bronze_path), BRONZE_SCHEMA, [PARTITION_COLUMN], TABLE_PROPERTIES
-        )
+        ensure_table(spark, topic)
     ensure_delta_table(
-        spark, dead_letter_path(), DEAD_LETTER_SCHEMA, [PARTITION_COLUMN], TABLE_PROPERTIES
+        spark, dead_letter_path(), DEAD_LETTER_SCHEMA, [PARTITION_COLUMN], DEAD_LETTER_PROPERTIES
     )
     ensure_delta_table(spark, batches_path(), BATCH_SCHEMA, (), TABLE_PROPERTIES)
 
@@ -436,5 +462,5 @@ def ensure_tables(spark: SparkSession, topics: list[Topic]) -> None:
 def ensure_table(spark: SparkSession, topic: Topic) -> None:
     """The topic's Bronze table (empty, by path) if it does not exist yet."""
     ensure_delta_table(
-        spark, str(topic.bronze_path), BRONZE_SCHEMA, [PARTITION_COLUMN], TABLE_PROPERTIES
+        spark, str(topic.bronze_path), BRONZE_SCHEMA, [PARTITION_COLUMN], BRONZE_PROPERTIES
     )

@@ -187,11 +187,9 @@ class BatchWriter:
                 path = str(self.topic.bronze_path)
                 _append(bronze.bronze_rows(records), path, app_id, batch_id, partitioned=True)
             _fault_point("after_bronze_write")
-            reasons = ""
             if counts["dead_letters"]:
                 dead = bronze.dead_letter_rows(records)
                 _append(dead, bronze.dead_letter_path(), app_id, batch_id, partitioned=True)
-                reasons = _reason_summary(dead)
             self._log_batch(counts, batch_id, started, time.monotonic() - clock)
             _fault_point("after_batch_log")
         finally:
@@ -203,7 +201,7 @@ class BatchWriter:
             counts["records_read"],
             counts["bronze_rows"],
             counts["dead_letters"],
-            reasons,
+            _reason_text(counts["reasons"]),
             counts["tombstones"],
             _lag_text(counts["max_source_committed_at"], started),
             time.monotonic() - clock,
@@ -252,14 +250,21 @@ class BatchWriter:
 
     def heartbeat(self) -> None:
         """A row saying the query is alive and found no new records."""
-        empty = {"records_read": 0, "bronze_rows": 0, "dead_letters": 0, "tombstones": 0}
-        self._log_batch({**empty, "max_source_committed_at": None}, None, datetime.now(UTC), 0.0)
+        empty: dict[str, object] = {
+            "records_read": 0,
+            "bronze_rows": 0,
+            "dead_letters": 0,
+            "tombstones": 0,
+            "max_source_committed_at": None,
+        }
+        self._log_batch(empty, None, datetime.now(UTC), 0.0)
         log.info("%s: no new records (heartbeat)", self.topic.topic)
 
 
-def _reason_summary(dead: DataFrame) -> str:
-    counts = dead.groupBy("_error_reason").count().orderBy("_error_reason").collect()
-    return " (" + ", ".join(f"{r['_error_reason']} {r['count']}" for r in counts) + ")"
+def _reason_text(reasons: object) -> str:
+    if not isinstance(reasons, dict) or not reasons:
+        return ""
+    return " (" + ", ".join(f"{name} {n}" for name, n in sorted(reasons.items())) + ")"
 
 
 def _lag_text(newest: object, started: datetime) -> str:
@@ -292,7 +297,6 @@ def start_query(
     spark: SparkSession, topic: Topic, options: IngestOptions
 ) -> tuple[StreamingQuery, BatchWriter]:
     checkpoint = checkpoint_dir(topic, options.source)
-    check_checkpoint(spark, topic, options.source, checkpoint)
     if options.source == "kafka":
         assert options.bootstrap_servers is not None
         lines = read_kafka(spark, topic, options.bootstrap_servers, options.max_offsets)
@@ -308,7 +312,14 @@ def start_query(
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{options.trigger_interval} seconds")
-    return writer.start(), sink
+    # Each query in its own scheduler pool (FAIR mode, python_jobs/spark.py): the
+    # topics share the cores instead of queueing behind each other's jobs.
+    context = spark.sparkContext
+    context.setLocalProperty("spark.scheduler.pool", f"ingest_{topic.table}")
+    try:
+        return writer.start(), sink
+    finally:
+        context.setLocalProperty("spark.scheduler.pool", None)
 
 
 class _StopFlag:
@@ -341,6 +352,10 @@ def run(options: IngestOptions | None = None, topics: list[Topic] | None = None)
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous_handlers[signum] = signal.signal(signum, stop)
+    # Every check first: a check queued behind another topic's first batch would hold
+    # back the start of the remaining queries.
+    for topic in topics:
+        check_checkpoint(spark, topic, options.source, checkpoint_dir(topic, options.source))
     running: list[tuple[StreamingQuery, BatchWriter]] = []
     try:
         for topic in topics:

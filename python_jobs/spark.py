@@ -229,6 +229,10 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         # Streaming: keep fewer old checkpoint batches on disk.
         "spark.sql.streaming.minBatchesToRetain": "20",
+        # Fair scheduling between pools: ingestion runs one streaming query per topic,
+        # each in its own pool, so a topic's small jobs (its batch-log row, a check)
+        # do not queue behind another topic's big parse job, as they would in FIFO.
+        "spark.scheduler.mode": "FAIR",
     }
     settings["spark.sql.catalogImplementation"] = "hive" if catalog else "in-memory"
     return settings

@@ -238,6 +238,7 @@ def test_bronze_and_dead_letter_rows_have_their_tables_columns(spark) -> None:
         "dead_letters": 1,
         "tombstones": 1,
         "max_source_committed_at": None,
+        "reasons": {"malformed_json": 1},
     }
 
 

@@ -44,6 +44,9 @@ PARTITION_COLUMN = "_ingest_date"
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 OPS = ("c", "u", "d", "r", "t")
 STATUSES = ("bronze", "dead_letter", "tombstone")
+# 9999-12-31T23:59:59.999Z: beyond it a commit time is not a time (microseconds in
+# `ts_ms`, say) and would break every reader of the batch.
+MAX_TS_MS = 253_402_300_799_999
 
 # Bronze and dead-letter tables refuse updates and deletes: the record of what the
 # sources said is never rewritten, only appended to. File statistics (for data
@@ -135,8 +138,10 @@ BATCH_SCHEMA = StructType(
 
 # Strict JSON: Spark's parser otherwise accepts 'single quotes' and NaN.
 JSON_OPTIONS = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false"}
-# The top level as text fields. Parsed inside `[` `]`, so that trailing garbage, two
-# values on one line and a truncated value all fail instead of being half-read.
+# The top level as text fields. Parsed as `[<record>,{}]` and required to give exactly
+# two elements, so that trailing garbage (even after a `]`), two values on one line and
+# a truncated value all fail instead of being half-read: Spark's parser reads one root
+# value and ignores what follows it.
 _TOP_TEXT = "array<struct<payload: string, op: string, before: string, after: string>>"
 _ENVELOPE_TEXT = "struct<op: string, before: string, after: string>"
 _SOURCE = (
@@ -194,7 +199,7 @@ def _json(text: Column, schema: str) -> Column:
 
 
 def _bracketed(raw: Column) -> Column:
-    return F.concat(F.lit("["), raw, F.lit("]"))
+    return F.concat(F.lit("["), raw, F.lit(",{}]"))
 
 
 Check = tuple[Column, str, Column | str]
@@ -225,6 +230,9 @@ def _json_checks(max_record_bytes: int) -> list[Check]:
     # Only evaluated for records whose `_top` failed, to tell why.
     values = _json(_bracketed(raw), "array<string>")
     size = F.octet_length(raw)
+    # The record and the `{}` after it; fewer if the parser stopped early, more if the
+    # line held several values.
+    elements = F.when(top.isNotNull(), F.size(top)).otherwise(F.size(values))
     return [
         (
             size > max_record_bytes,
@@ -232,8 +240,9 @@ def _json_checks(max_record_bytes: int) -> list[Check]:
             F.format_string(f"%d bytes, over the limit of {max_record_bytes}", size),
         ),
         (top.isNull() & values.isNull(), "malformed_json", "not valid JSON"),
-        (top.isNull() & (F.size(values) == 1), "not_an_object", "valid JSON but not an object"),
-        (top.isNull() | (F.size(top) != 1), "malformed_json", "more than one JSON value"),
+        (top.isNull() & (F.size(values) == 2), "not_an_object", "valid JSON but not an object"),
+        (elements < 2, "malformed_json", "not valid JSON"),
+        (elements > 2, "malformed_json", "more than one JSON value"),
     ]
 
 
@@ -281,6 +290,11 @@ def _parse_cdc(lines: DataFrame, topic: Topic) -> tuple[DataFrame, list[Column],
         (source.isNull(), "invalid_envelope", "source is missing or not an object"),
         (source["lsn"].isNull(), "invalid_envelope", "source.lsn is missing or not an integer"),
         (source["ts_ms"].isNull(), "invalid_envelope", "source.ts_ms is missing or not an integer"),
+        (
+            (source["ts_ms"] < 0) | (source["ts_ms"] > MAX_TS_MS),
+            "invalid_envelope",
+            F.format_string("source.ts_ms %d is not a time in years 1970 to 9999", source["ts_ms"]),
+        ),
         (not_object("before"), "invalid_envelope", "before is not a JSON object"),
         (not_object("after"), "invalid_envelope", "after is not a JSON object"),
         (
@@ -326,9 +340,10 @@ def classify(lines: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame
 
     `_status` is `tombstone`, `dead_letter` (with `_error_reason` and `_error_detail`)
     or `bronze`. The envelope columns (``ENVELOPE_FIELDS``) are set for Bronze rows.
-    Reasons, first failing wins: `too_large`, `malformed_json`, `not_an_object`, then
-    for CDC topics `invalid_envelope`, `unknown_op`, `missing_key` (every key column
-    absent or null in the row image).
+    Reasons, first failing wins: `too_large`, `malformed_json`, `not_an_object`; then
+    for CDC topics `invalid_envelope` (payload not an object), `unknown_op`,
+    `invalid_envelope` (source, before, after), `missing_key` (every key column absent
+    or null in the row image).
     """
     parse = _parse_cdc if topic.kind == "cdc" else _parse_events
     parsed, columns, topic_checks = parse(lines, topic)
@@ -379,9 +394,7 @@ def bronze_rows(records: DataFrame) -> DataFrame:
 
 def dead_letter_rows(records: DataFrame) -> DataFrame:
     """Decorated, classified records to the rows of `bronze.dead_letter`."""
-    return records.where(F.col("_status") == "dead_letter").select(
-        *DEAD_LETTER_SCHEMA.fieldNames()
-    )
+    return records.where(F.col("_status") == "dead_letter").select(*DEAD_LETTER_SCHEMA.fieldNames())
 
 
 def count_statuses(records: DataFrame) -> dict[str, object]:

@@ -113,8 +113,12 @@ def read_kafka(spark: SparkSession, topic: Topic, bootstrap: str, max_offsets: i
         .option("subscribe", topic.topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", max_offsets)
-        # Records deleted by retention before they were ingested fail the query loudly.
+        # Records deleted by retention after the query started fail it loudly. (A new
+        # checkpoint starts at the earliest offset still retained.)
         .option("failOnDataLoss", "true")
+        # Only committed records of transactional producers (Kafka Connect's
+        # exactly-once source mode); aborted ones never reach Bronze.
+        .option("kafka.isolation.level", "read_committed")
         .load()
     )
     return records.select(
@@ -169,19 +173,32 @@ class BatchWriter:
         self.failure: str | None = None
         self.batches = 0
         self.last_row_at = time.monotonic()
+        # Set on SIGTERM: the next batch aborts before writing anything (and is read
+        # again by the next run), so a backlog does not delay the stop.
+        self.stopping = False
+        self.aborted = False
 
     def app_id(self) -> str:
         return f"lakehouse-ingest-{_query_id(self.checkpoint)}"
 
     def __call__(self, lines: DataFrame, batch_id: int) -> None:
+        if self.stopping:
+            self.aborted = True
+            raise _Stopping(f"{self.topic.topic}: stopping before batch {batch_id}")
         started = datetime.now(UTC)
         clock = time.monotonic()
+        # A replayed batch is classified as it was the first time (the limit may have
+        # changed since), or a record could land in both tables or in neither.
+        pinned = self._pinned_limit(batch_id)
+        limit = pinned if pinned is not None else self.options.max_record_bytes
         records = bronze.decorate(
-            bronze.classify(lines, self.topic, self.options.max_record_bytes), batch_id, started
+            bronze.classify(lines, self.topic, limit), batch_id, started
         ).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             counts = bronze.count_statuses(records)
-            self._check_ratio(counts, batch_id)
+            if pinned is None:
+                self._check_ratio(counts, batch_id)
+                self._pin_limit(batch_id, limit)
             app_id = self.app_id()
             if counts["bronze_rows"]:
                 path = str(self.topic.bronze_path)
@@ -206,6 +223,26 @@ class BatchWriter:
             _lag_text(counts["max_source_committed_at"], started),
             time.monotonic() - clock,
         )
+
+    def _pin_file(self, batch_id: int) -> Path:
+        return self.checkpoint / "lakehouse" / f"batch-{batch_id}.json"
+
+    def _pinned_limit(self, batch_id: int) -> int | None:
+        pin = self._pin_file(batch_id)
+        if not pin.exists():
+            return None
+        return int(json.loads(pin.read_text())["max_record_bytes"])
+
+    def _pin_limit(self, batch_id: int, limit: int) -> None:
+        """Record the batch's classification before its first append (atomically)."""
+        pin = self._pin_file(batch_id)
+        pin.parent.mkdir(parents=True, exist_ok=True)
+        tmp = pin.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"max_record_bytes": limit}))
+        tmp.rename(pin)
+        for old in pin.parent.glob("batch-*.json"):
+            if int(old.stem.split("-")[1]) < batch_id - 100:
+                old.unlink(missing_ok=True)
 
     def _check_ratio(self, counts: dict[str, object], batch_id: int) -> None:
         limit = self.options.max_invalid_ratio
@@ -273,23 +310,52 @@ def _lag_text(newest: object, started: datetime) -> str:
     return f"{(started.replace(tzinfo=None) - newest).total_seconds():.1f}s"
 
 
-def check_checkpoint(spark: SparkSession, topic: Topic, source: str, checkpoint: Path) -> None:
-    """Refuse to start a fresh checkpoint over Bronze rows that came from this source.
+class _Stopping(RuntimeError):
+    """Raised in a batch that starts after a stop was requested: nothing written."""
 
-    The checkpoint is what remembers which files (or offsets) were ingested; without it
-    every record would be appended again (Bronze is append-only, so they would stay).
+
+def _last_commit(checkpoint: Path) -> int:
+    commits = [int(f.name) for f in (checkpoint / "commits").glob("*") if f.name.isdigit()]
+    return max(commits, default=-1)
+
+
+def check_checkpoint(spark: SparkSession, topic: Topic, source: str, checkpoint: Path) -> None:
+    """Refuse to start when the checkpoint and the tables disagree.
+
+    The checkpoint remembers which files (or offsets) were ingested. Without it every
+    record would be appended again (the tables are append-only, so they would stay).
+    With one older than the tables (restored from a backup), Delta would skip the
+    re-planned batches as already written, and the records new to them would be lost.
     """
     if (checkpoint / "metadata").exists():
+        log_rows = spark.read.format("delta").load(bronze.batches_path())
+        newest = (
+            log_rows.where(F.col("query_id") == _query_id(checkpoint))
+            .agg(F.max("batch_id"))
+            .first()[0]
+        )
+        last = _last_commit(checkpoint)
+        # One batch past the checkpoint is a crash before its commit: it is replayed.
+        if newest is not None and newest > last + 1:
+            raise IngestError(
+                f"{topic.topic}: the checkpoint {checkpoint} ends at batch {last} but "
+                f"batch {newest} was already written, so the checkpoint is older than the "
+                "tables (restored from a backup?). Resuming would lose records. Restore "
+                "the checkpoint that goes with the tables, or re-ingest from scratch."
+            )
         return
     position = "_source_file" if source == "files" else "_offset"
-    rows = spark.read.format("delta").load(str(topic.bronze_path))
-    if rows.where(F.col(position).isNotNull()).limit(1).count() == 0:
+    bronze_rows = spark.read.format("delta").load(str(topic.bronze_path))
+    dead = spark.read.format("delta").load(bronze.dead_letter_path())
+    mine = dead.where(F.col("_topic") == topic.topic)
+    if all(t.where(F.col(position).isNotNull()).limit(1).count() == 0 for t in (bronze_rows, mine)):
         return
     raise IngestError(
-        f"{topic.topic}: the Bronze table {topic.bronze_path} has rows from {source} but "
-        f"the streaming checkpoint {checkpoint} is missing, so ingesting would append "
-        "them again. Restore the checkpoint, or delete the Bronze tables, the dead "
-        "letters and the checkpoints to re-ingest from scratch."
+        f"{topic.topic}: the Bronze table {topic.bronze_path} (or the dead letters) has "
+        f"records from {source} but the streaming checkpoint {checkpoint} is missing, so "
+        "ingesting would append them again. Restore the checkpoint, or delete the Bronze "
+        "tables, bronze.dead_letter, ops.ingestion_batches and the checkpoints to "
+        "re-ingest from scratch."
     )
 
 
@@ -331,13 +397,26 @@ class _StopFlag:
     def __call__(self, signum: int, _frame: object) -> None:
         log.info("received %s: stopping after the batch in flight", signal.Signals(signum).name)
         self.requested = True
+        # A second signal stops at once (safe: every write is idempotent).
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def _failure(query: StreamingQuery, sink: BatchWriter) -> IngestError | None:
     error = query.exception()
-    if error is None:
+    if error is None or sink.aborted:
         return None
     return IngestError(sink.failure or f"{query.name} failed: {error}")
+
+
+def _stop_after_batches_in_flight(running: list[tuple[StreamingQuery, BatchWriter]]) -> None:
+    """A batch in flight finishes; the next one aborts before writing; idle queries stop."""
+    for _, sink in running:
+        sink.stopping = True
+    while any(query.isActive for query, _ in running):
+        for query, _ in running:
+            if query.isActive and not query.status["isTriggerActive"]:
+                query.stop()
+        time.sleep(0.2)
 
 
 def run(options: IngestOptions | None = None, topics: list[Topic] | None = None) -> None:
@@ -370,10 +449,7 @@ def run(options: IngestOptions | None = None, topics: list[Topic] | None = None)
         )
         while any(query.isActive for query, _ in running):
             if stop.requested:
-                for query, _ in running:
-                    while query.isActive and query.status["isTriggerActive"]:
-                        time.sleep(0.2)
-                    query.stop()
+                _stop_after_batches_in_flight(running)
                 break
             for query, sink in running:
                 failure = _failure(query, sink)
@@ -394,7 +470,7 @@ def run(options: IngestOptions | None = None, topics: list[Topic] | None = None)
         failure = _failure(query, sink)
         if failure is not None:
             raise failure
-        if options.once and sink.batches == 0:
+        if options.once and sink.batches == 0 and not stop.requested:
             sink.heartbeat()
     log.info("ingestion stopped")
 
@@ -444,16 +520,14 @@ def parse_args(argv: list[str] | None = None) -> IngestOptions:
         "--max-offsets-per-batch",
         type=int,
         default=100_000,
-        help="kafka source: at most this many records per topic per micro-batch "
-        "(default 100000)",
+        help="kafka source: at most this many records per topic per micro-batch (default 100000)",
     )
     parser.add_argument(
         "--max-invalid-ratio",
         type=float,
         default=None,
         metavar="RATIO",
-        help="fail when a batch's dead letters / records read exceeds RATIO (0..1; "
-        "default: never)",
+        help="fail when a batch's dead letters / records read exceeds RATIO (0..1; default: never)",
     )
     parser.add_argument(
         "--max-record-bytes",

@@ -111,6 +111,8 @@ def test_tombstones_are_labelled_not_parsed(spark) -> None:
         ('{"a":1} x', "malformed_json", "not valid JSON"),
         ('{"a":1}{"a":2}', "malformed_json", "not valid JSON"),
         ('{"a":1},{"a":2}', "malformed_json", "more than one JSON value"),
+        ('{"a":1}]junk', "malformed_json", "not valid JSON"),
+        ('{"a":1}] , [2', "malformed_json", "not valid JSON"),
         ("{'a':1}", "malformed_json", "not valid JSON"),
         ('{"a":NaN}', "malformed_json", "not valid JSON"),
         ("[1,2]", "not_an_object", "valid JSON but not an object"),
@@ -135,6 +137,16 @@ def test_tombstones_are_labelled_not_parsed(spark) -> None:
             '{"after":{"user_id":1},"source":{"lsn":1},"op":"c"}',
             "invalid_envelope",
             "source.ts_ms is missing or not an integer",
+        ),
+        (
+            '{"after":{"user_id":1},"source":{"lsn":1,"ts_ms":253402300800000},"op":"c"}',
+            "invalid_envelope",
+            "source.ts_ms 253402300800000 is not a time in years 1970 to 9999",
+        ),
+        (
+            '{"after":{"user_id":1},"source":{"lsn":1,"ts_ms":-1},"op":"c"}',
+            "invalid_envelope",
+            "source.ts_ms -1 is not a time in years 1970 to 9999",
         ),
         (
             '{"schema":{},"payload":"{\\"op\\":\\"c\\"}"}',

@@ -187,6 +187,45 @@ def test_a_batch_replayed_after_a_crash_is_not_written_twice(spark, clean_lakeho
     assert _batches(spark) == [(0, False, 3, 2, 1, 0, "files")]
 
 
+def test_a_replayed_batch_is_classified_as_it_was_the_first_time(spark, clean_lakehouse) -> None:
+    """The size limit changes between a crash and the restart: the replayed batch keeps
+    the first classification, so no record lands in both tables or in neither."""
+    landing = clean_lakehouse["landing"]
+    big = '{"id":1,"pad":"' + "x" * 100 + '"}'
+    _land(landing, "000001.json", [big, '{"id":2}'])
+    ingest.run(_options(landing, max_record_bytes=1000), topics=[TOPIC])
+    commits = ingest.checkpoint_dir(TOPIC) / "commits"
+    (commits / "0").unlink()
+    (commits / ".0.crc").unlink(missing_ok=True)
+    ingest.run(_options(landing, max_record_bytes=50), topics=[TOPIC])
+    assert (commits / "0").exists(), "the batch was not replayed"
+    assert [r[2] for r in bronze_records(spark, TOPIC.table)] == [big, '{"id":2}']
+    assert _table(spark, bronze.dead_letter_path()).count() == 0
+    assert _batches(spark) == [(0, False, 2, 2, 0, 0, "files")]
+    # A new batch uses the new limit.
+    _land(landing, "000002.json", [big])
+    ingest.run(_options(landing, max_record_bytes=50), topics=[TOPIC])
+    dead = _table(spark, bronze.dead_letter_path()).collect()
+    assert [(r._raw, r._error_reason, r._batch_id) for r in dead] == [(big, "too_large", 1)]
+
+
+def test_a_checkpoint_older_than_the_tables_is_refused(spark, clean_lakehouse, tmp_path) -> None:
+    landing = clean_lakehouse["landing"]
+    checkpoint = ingest.checkpoint_dir(TOPIC)
+    _land(landing, "000001.json", ['{"id":1}'])
+    ingest.run(_options(landing), topics=[TOPIC])
+    shutil.copytree(checkpoint, tmp_path / "backup")
+    for n in (2, 3):
+        _land(landing, f"00000{n}.json", [f'{{"id":{n}}}'])
+        ingest.run(_options(landing), topics=[TOPIC])
+    shutil.rmtree(checkpoint)
+    shutil.copytree(tmp_path / "backup", checkpoint)
+    _land(landing, "000004.json", ['{"id":4}'])
+    with pytest.raises(ingest.IngestError, match="ends at batch 0 but batch 2 was already"):
+        ingest.run(_options(landing), topics=[TOPIC])
+    assert len(bronze_records(spark, TOPIC.table)) == 3
+
+
 def test_a_lost_checkpoint_stops_ingestion_instead_of_duplicating(spark, clean_lakehouse) -> None:
     landing = clean_lakehouse["landing"]
     _land(landing, "000001.json", ['{"id":1}'])
@@ -195,6 +234,16 @@ def test_a_lost_checkpoint_stops_ingestion_instead_of_duplicating(spark, clean_l
     with pytest.raises(ingest.IngestError, match="checkpoint .* is missing"):
         ingest.run(_options(landing), topics=[TOPIC])
     assert bronze_records(spark, TOPIC.table) == [("000001.json", 1, '{"id":1}')]
+
+
+def test_a_lost_checkpoint_is_noticed_from_the_dead_letters_too(spark, clean_lakehouse) -> None:
+    landing = clean_lakehouse["landing"]
+    _land(landing, "000001.json", ["{broken"])  # nothing reaches Bronze
+    ingest.run(_options(landing), topics=[TOPIC])
+    shutil.rmtree(ingest.checkpoint_dir(TOPIC))
+    with pytest.raises(ingest.IngestError, match="checkpoint .* is missing"):
+        ingest.run(_options(landing), topics=[TOPIC])
+    assert _table(spark, bronze.dead_letter_path()).count() == 1
 
 
 def test_command_line_validation() -> None:

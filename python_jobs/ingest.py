@@ -220,7 +220,7 @@ class BatchWriter:
             counts["dead_letters"],
             _reason_text(counts["reasons"]),
             counts["tombstones"],
-            _lag_text(counts["max_source_committed_at"], started),
+            _lag_text(_lag_seconds(counts["max_source_committed_at"], started)),
             time.monotonic() - clock,
         )
 
@@ -263,7 +263,7 @@ class BatchWriter:
     ) -> None:
         ingested_at = datetime.now(UTC)
         newest = counts["max_source_committed_at"]
-        lag = (started.replace(tzinfo=None) - newest).total_seconds() if newest else None
+        lag = _lag_seconds(newest, started)
         row = {
             "topic": self.topic.topic,
             "source": self.options.source,
@@ -304,10 +304,15 @@ def _reason_text(reasons: object) -> str:
     return " (" + ", ".join(f"{name} {n}" for name, n in sorted(reasons.items())) + ")"
 
 
-def _lag_text(newest: object, started: datetime) -> str:
+def _lag_seconds(newest: object, started: datetime) -> float | None:
+    """Batch start minus the newest source commit time (both UTC), or None."""
     if not isinstance(newest, datetime):
-        return "-"
-    return f"{(started.replace(tzinfo=None) - newest).total_seconds():.1f}s"
+        return None
+    return (started.replace(tzinfo=None) - newest).total_seconds()
+
+
+def _lag_text(lag: float | None) -> str:
+    return "-" if lag is None else f"{lag:.1f}s"
 
 
 class _Stopping(RuntimeError):

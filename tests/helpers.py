@@ -47,21 +47,20 @@ def landing_records(landing: Path, topic: str) -> list[tuple[str, int, str]]:
     return records
 
 
+def _landing_positions(frame) -> list[tuple[str, int, str]]:
+    rows = frame.select("_source_file", "_line_number", "_raw").collect()
+    return sorted((Path(r["_source_file"]).name, r["_line_number"], r["_raw"]) for r in rows)
+
+
 def bronze_records(spark, table: str) -> list[tuple[str, int, str]]:
     """A Bronze table's records from the landing zone: (file name, line no, raw)."""
-    rows = spark.read.format("delta").load(str(paths()["bronze"] / table)).collect()
-    return sorted((Path(r["_source_file"]).name, r["_line_number"], r["_raw"]) for r in rows)
+    return _landing_positions(spark.read.format("delta").load(str(paths()["bronze"] / table)))
 
 
 def dead_letter_records(spark, topic: str) -> list[tuple[str, int, str]]:
     """A topic's dead letters from the landing zone: (file name, line no, raw)."""
-    rows = (
-        spark.read.format("delta")
-        .load(str(paths()["bronze"] / "dead_letter"))
-        .where(f"_topic = '{topic}'")
-        .collect()
-    )
-    return sorted((Path(r["_source_file"]).name, r["_line_number"], r["_raw"]) for r in rows)
+    dead = spark.read.format("delta").load(str(paths()["bronze"] / "dead_letter"))
+    return _landing_positions(dead.where(f"_topic = '{topic}'"))
 
 
 def ingested_records(spark, topic: str, table: str) -> list[tuple[str, int, str]]:

@@ -16,7 +16,7 @@ import sys
 from python_jobs.run_dbt import configure_environment
 from python_jobs.spark import REPO_ROOT
 
-DEFAULT_PATHS = ("models", "snapshots", "tests")
+DEFAULT_PATHS = ("models", "snapshots", "tests/data_tests")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,17 +26,7 @@ final as (
         {{ decode_debezium_decimal('after_image.lifetime_value', 12, 2) }} as lifetime_value,
         timestamp_micros(after_image.created_at) as created_at,
         timestamp_micros(after_image.updated_at) as updated_at,
-        source_committed_at as _source_committed_at,
-        source_lsn as _source_lsn,
-        source_tx_id as _source_tx_id,
-        coalesce(source_snapshot, 'false') != 'false' as _is_snapshot,
-        _topic,
-        _partition,
-        _offset,
-        _source_file,
-        _line_number,
-        _ingested_at,
-        _batch_id
+        {{ change_event_metadata() }}
     from row_images
 )
 

@@ -1,0 +1,229 @@
+{#- Private helpers of the cdc_merge materialization: the statements it runs. -#}
+
+{#- Creates (or replaces, on a full refresh) the table, its tombstones and quarantine, empty. -#}
+{% macro _cdc_merge_create(target, tombstones, quarantine, changes, columns, options) -%}
+    {%- set flag = ", false as `" ~ options.soft_delete_column ~ "`"
+        if options.delete_mode == 'soft' else "" -%}
+    {%- set sequence = _cdc_sequence_struct(options.sequence_by) -%}
+    {%- do run_query(
+        "create or replace table " ~ target ~ " using delta as select "
+        ~ _cdc_column_list(columns.carried) ~ ", " ~ sequence ~ " as _cdc_sequence" ~ flag
+        ~ " from " ~ changes ~ " where false") -%}
+    {%- do run_query(
+        "create or replace table " ~ tombstones ~ " using delta as select "
+        ~ _cdc_column_list(columns['keys']) ~ ", " ~ sequence ~ " as _cdc_sequence, "
+        ~ "'delete' as _cdc_deleted_by from " ~ changes ~ " where false") -%}
+    {%- do run_query(
+        "create or replace table " ~ quarantine ~ " (reason string not null, "
+        ~ "record string not null, window_value timestamp, execution_time timestamp not null, "
+        ~ "invocation_id string not null, quarantined_at timestamp not null) using delta") -%}
+{%- endmacro %}
+
+{#-
+    A new column of the model is added to the table (null for the rows already there)
+    without a full refresh. A column whose type changed, or a changed `sequence_by`,
+    needs a full refresh: the run fails and says so.
+-#}
+{% macro _cdc_merge_add_columns(target, changes, columns, options) -%}
+    {%- set existing = {} -%}
+    {%- for column in _cdc_describe(target) -%}
+        {%- do existing.update({column.name | lower: column.type}) -%}
+    {%- endfor -%}
+    {%- set probe = target.identifier ~ '__cdc_sequence_probe' -%}
+    {%- do run_query("create or replace temporary view " ~ probe ~ " as select "
+        ~ _cdc_sequence_struct(options.sequence_by) ~ " as _cdc_sequence from "
+        ~ changes ~ " where false") -%}
+    {%- set sequence_type = (_cdc_describe(probe) | first).type -%}
+    {%- if existing.get('_cdc_sequence') != sequence_type -%}
+        {{ _cdc_config_error(options.model, "sequence_by changed (the table's sequence is "
+            ~ existing.get('_cdc_sequence') ~ ", the model's " ~ sequence_type
+            ~ "); run with --full-refresh") }}
+    {%- endif -%}
+    {%- set added = [] -%}
+    {%- for column in columns.carried -%}
+        {%- set current = existing.get(column.name | lower) -%}
+        {%- if current is none -%}
+            {%- do added.append('`' ~ column.name ~ '` ' ~ column.type) -%}
+        {%- elif current != column.type -%}
+            {{ _cdc_config_error(options.model, "column '" ~ column.name ~ "' changed type from "
+                ~ current ~ " to " ~ column.type ~ "; run with --full-refresh") }}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- if added -%}
+        {%- do run_query("alter table " ~ target ~ " add columns (" ~ added | join(', ') ~ ")") -%}
+        {{ log("cdc_merge: added to " ~ target ~ ": " ~ added | join(', '), info=true) }}
+    {%- endif -%}
+{%- endmacro %}
+
+{#-
+    The window's change rows, computed once (cached) for every statement of the run:
+    the carried columns, the sequence, the delete/truncate flags, and why a row is
+    quarantined (`null_key`: every key part null; `null_sequence`: every sequence part
+    null). The whole row as JSON serves the quarantine and the last tie-break.
+-#}
+{% macro _cdc_merge_batch_sql(changes, columns, options, window) -%}
+    {%- set key_nulls = [] -%}
+    {%- for key in columns['keys'] -%}
+        {%- do key_nulls.append('`' ~ key.name ~ '` is null') -%}
+    {%- endfor -%}
+    {%- set sequence_nulls = [] -%}
+    {%- for expression in options.sequence_by -%}
+        {%- do sequence_nulls.append('(' ~ expression ~ ') is null') -%}
+    {%- endfor -%}
+    select
+        {{ _cdc_column_list(columns.carried) }},
+        {{ _cdc_sequence_struct(options.sequence_by) }} as _cdc_sequence,
+        coalesce({{ options.delete_condition }}, false) as _cdc_is_delete,
+        coalesce({{ options.truncate_condition }}, false) as _cdc_is_truncate,
+        `{{ options.window_column }}` as _cdc_window_value,
+        to_json(struct({{ _cdc_column_list(columns.all) }})) as _cdc_record,
+        case
+            when coalesce({{ options.truncate_condition }}, false) then null
+            when {{ key_nulls | join(' and ') }} then 'null_key'
+            when {{ sequence_nulls | join(' and ') }} then 'null_sequence'
+        end as _cdc_quarantine_reason
+    from {{ changes }}
+    where {{ window.predicate }}
+{%- endmacro %}
+
+{% macro _cdc_merge_batch_summary(batch, options) -%}
+    {%- set row = run_query(
+        "select count(*), count_if(_cdc_quarantine_reason is not null), "
+        ~ "count_if(_cdc_is_truncate), "
+        ~ "count_if(_cdc_is_delete and not _cdc_is_truncate and _cdc_quarantine_reason is null) "
+        ~ "from " ~ batch)[0] -%}
+    {{ return({'changes': row[0] | int, 'quarantined': row[1] | int,
+               'truncates': row[2] | int, 'deletes': row[3] | int}) }}
+{%- endmacro %}
+
+{#- Quarantined rows replace those of the same window: a re-run does not add copies. -#}
+{% macro _cdc_merge_quarantine_sql(quarantine, batch, columns, options, window, execution_time) -%}
+    insert into {{ quarantine }}
+    replace where {{ window.predicate | replace('`' ~ options.window_column ~ '`', 'window_value') }}
+    select
+        _cdc_quarantine_reason as reason,
+        _cdc_record as record,
+        _cdc_window_value as window_value,
+        timestamp'{{ execution_time }}' as execution_time,
+        '{{ invocation_id }}' as invocation_id,
+        current_timestamp() as quarantined_at
+    from {{ batch }}
+    where _cdc_quarantine_reason is not null
+{%- endmacro %}
+
+{#- A truncate empties the table as of its position: rows older than it go. -#}
+{% macro _cdc_merge_truncate_sql(target, batch, options) -%}
+    merge into {{ target }} as t
+    using (
+        select max(_cdc_sequence) as truncated_at from {{ batch }} where _cdc_is_truncate
+    ) as s
+    on t._cdc_sequence < s.truncated_at
+    {%- if options.delete_mode == 'hard' %}
+    when matched then delete
+    {%- else %}
+    when matched and not t.`{{ options.soft_delete_column }}` then update set
+        t.`{{ options.soft_delete_column }}` = true, t._cdc_sequence = s.truncated_at
+    {%- endif %}
+{%- endmacro %}
+
+{#-
+    The merge: the last change per key by `sequence_by` (ties: a delete wins, then the
+    first ingested copy, as an incremental run keeps the copy it saw first, then the
+    row's JSON, so the same input always gives the same result), dropped when it is not
+    newer than a truncate, or (an insert or update) not newer than the key's tombstone;
+    then applied only when newer than the row in the table. In soft mode a delete
+    updates the row like any change (its row image, flagged deleted), so that a full
+    refresh gives the same rows as the incremental runs.
+-#}
+{% macro _cdc_merge_target_sql(target, tombstones, batch, columns, options) -%}
+    {%- set soft = options.delete_mode == 'soft' -%}
+    {%- set flag = '`' ~ options.soft_delete_column ~ '`' -%}
+    merge into {{ target }} as t
+    using (
+        with truncated as (
+            select max(_cdc_sequence) as _cdc_sequence
+            from (
+                select _cdc_sequence from {{ tombstones }} where _cdc_deleted_by = 'truncate'
+                union all
+                select _cdc_sequence from {{ batch }} where _cdc_is_truncate
+            ) as markers
+        ),
+
+        ranked as (
+            select
+                *,
+                row_number() over (
+                    partition by {{ _cdc_column_list(columns['keys']) }}
+                    order by _cdc_sequence desc, _cdc_is_delete desc, _cdc_window_value, _cdc_record desc
+                ) as _cdc_rank
+            from {{ batch }}
+            where not _cdc_is_truncate and _cdc_quarantine_reason is null
+        )
+
+        select changes.*
+        from ranked as changes
+        cross join truncated
+        left join {{ tombstones }} as tombstone
+            on {{ _cdc_key_match(columns['keys'], 'tombstone', 'changes') }}
+            and tombstone._cdc_deleted_by = 'delete'
+        where
+            changes._cdc_rank = 1
+            and (truncated._cdc_sequence is null or changes._cdc_sequence > truncated._cdc_sequence)
+            and (
+                changes._cdc_is_delete
+                or tombstone._cdc_sequence is null
+                or changes._cdc_sequence > tombstone._cdc_sequence
+            )
+    ) as s
+    on {{ _cdc_key_match(columns['keys'], 't', 's') }}
+    {%- if not soft %}
+    when matched and s._cdc_sequence > t._cdc_sequence and s._cdc_is_delete then delete
+    {%- endif %}
+    when matched and s._cdc_sequence > t._cdc_sequence then update set
+    {%- for column in columns.carried %}
+        t.`{{ column.name }}` = s.`{{ column.name }}`,
+    {%- endfor %}
+        {% if soft %}t.{{ flag }} = s._cdc_is_delete, {% endif %}t._cdc_sequence = s._cdc_sequence
+    {%- if soft %}
+    when not matched then insert ({{ _cdc_column_list(columns.carried) }}, _cdc_sequence, {{ flag }})
+        values ({{ _cdc_column_list(columns.carried, 's') }}, s._cdc_sequence, s._cdc_is_delete)
+    {%- else %}
+    when not matched and not s._cdc_is_delete then
+        insert ({{ _cdc_column_list(columns.carried) }}, _cdc_sequence)
+        values ({{ _cdc_column_list(columns.carried, 's') }}, s._cdc_sequence)
+    {%- endif %}
+{%- endmacro %}
+
+{#-
+    Tombstones keep what the table no longer shows: the newest delete per key (hard
+    mode) and the newest truncate (a row with every key part null), so that a late,
+    older change never brings a deleted key back.
+-#}
+{% macro _cdc_merge_tombstones_sql(tombstones, batch, columns, options) -%}
+    merge into {{ tombstones }} as d
+    using (
+        {%- if options.delete_mode == 'hard' %}
+        select
+            {{ _cdc_column_list(columns['keys']) }},
+            max(_cdc_sequence) as _cdc_sequence,
+            'delete' as _cdc_deleted_by
+        from {{ batch }}
+        where _cdc_is_delete and not _cdc_is_truncate and _cdc_quarantine_reason is null
+        group by {{ _cdc_column_list(columns['keys']) }}
+        union all
+        {%- endif %}
+        select
+            {%- for key in columns['keys'] %}
+            cast(null as {{ key.type }}) as `{{ key.name }}`,
+            {%- endfor %}
+            max(_cdc_sequence) as _cdc_sequence,
+            'truncate' as _cdc_deleted_by
+        from {{ batch }}
+        where _cdc_is_truncate
+        having count(*) > 0
+    ) as s
+    on {{ _cdc_key_match(columns['keys'], 'd', 's') }} and d._cdc_deleted_by = s._cdc_deleted_by
+    when matched and s._cdc_sequence > d._cdc_sequence then update set
+        d._cdc_sequence = s._cdc_sequence
+    when not matched then insert *
+{%- endmacro %}

@@ -1,0 +1,103 @@
+{#-
+    The `cdc_merge` materialization: a model's change rows (one row per change event)
+    become a current-state Delta table, one row per live key.
+
+        {{ config(
+            materialized='cdc_merge',
+            unique_key=['user_id'],
+            sequence_by=['_source_lsn', '_source_file', '_line_number'],
+        ) }}
+        select user_id, email, op, _source_lsn, _source_file, _line_number, _ingested_at
+        from {{ ref('stg_blog__users') }}
+
+    Each run merges only the rows ingested since the last run (`window_column`, a
+    recorded high-water mark) and records, per `execution_time`, the window it merged
+    and the Delta versions before and after it in `ops.cdc_merge_runs`. Re-running an
+    execution time that already ran restores the table (and its tombstones) to the
+    version it had before that window, then merges the window again: the Stateful
+    Merger. Semantics and configuration: macros/cdc/_cdc__macros.yml and the README.
+-#}
+{% materialization cdc_merge, adapter='spark' -%}
+    {%- set options = _cdc_merge_options(model, config) -%}
+    {%- set target = this.incorporate(type='table') -%}
+    {%- set tombstones = this.incorporate(
+        path={'identifier': this.identifier ~ '__tombstones'}, type='table') -%}
+    {%- set quarantine = this.incorporate(
+        path={'identifier': this.identifier ~ '__quarantine'}, type='table') -%}
+    {%- set state = _cdc_merge_state_relation() -%}
+    {%- set changes = this.identifier ~ '__cdc_changes' -%}
+    {%- set batch = this.identifier ~ '__cdc_batch' -%}
+    {%- set model_name = target.schema ~ '.' ~ target.identifier -%}
+
+    {{ run_hooks(pre_hooks) }}
+
+    {#- The model's rows, unfiltered, as a view: its columns decide the table's. -#}
+    {%- do run_query('create or replace temporary view ' ~ changes ~ ' as ' ~ sql) -%}
+    {%- set columns = _cdc_merge_columns(changes, options) -%}
+
+    {%- set existing = load_relation(this) -%}
+    {%- if existing is not none and not existing.is_delta -%}
+        {{ exceptions.raise_compiler_error(
+            "cdc_merge: " ~ model_name ~ " exists and is not a Delta table; drop it or "
+            ~ "run with --full-refresh") }}
+    {%- endif -%}
+    {%- set fresh = existing is none or should_full_refresh() -%}
+    {%- do _cdc_merge_ensure_state(state) -%}
+    {%- set execution_time = _cdc_merge_execution_time(var('execution_time', none)) -%}
+
+    {%- if fresh -%}
+        {%- do _cdc_merge_create(target, tombstones, quarantine, changes, columns, options) -%}
+    {%- endif -%}
+    {%- set plan = _cdc_merge_plan(state, model_name, execution_time, fresh) -%}
+    {%- do _cdc_merge_apply_restore(target, tombstones, plan) -%}
+    {%- do _cdc_merge_add_columns(target, changes, columns, options) -%}
+
+    {#- The window: rows after the lineage's end (or the recorded window of a re-run). -#}
+    {%- set window = _cdc_merge_window(changes, options.window_column, plan) -%}
+    {%- set base_version = _delta_version(target) -%}
+    {%- set tombstones_base = _delta_version(tombstones) -%}
+    {%- do _cdc_merge_record(state, 'started', model_name, execution_time, plan, window,
+        base_version, tombstones_base) -%}
+
+    {%- set counts = {'changes': 0, 'quarantined': 0} -%}
+    {%- if window.is_empty -%}
+        {%- call statement('main') -%}
+            select 'no change rows ingested in the window' as status
+        {%- endcall -%}
+    {%- else -%}
+        {%- do run_query('drop view if exists ' ~ batch) -%}
+        {%- do run_query(
+            'cache table ' ~ batch ~ ' as '
+            ~ _cdc_merge_batch_sql(changes, columns, options, window)) -%}
+        {%- set summary = _cdc_merge_batch_summary(batch, options) -%}
+        {%- do counts.update(summary) -%}
+        {%- if summary.quarantined > 0 -%}
+            {%- do run_query(_cdc_merge_quarantine_sql(
+                quarantine, batch, columns, options, window, execution_time)) -%}
+        {%- endif -%}
+        {%- if summary.truncates > 0 -%}
+            {%- do run_query(_cdc_merge_truncate_sql(target, batch, options)) -%}
+        {%- endif -%}
+        {%- call statement('main') -%}
+            {{ _cdc_merge_target_sql(target, tombstones, batch, columns, options) }}
+        {%- endcall -%}
+        {%- if summary.truncates > 0 or (summary.deletes > 0 and options.delete_mode == 'hard') -%}
+            {%- do run_query(_cdc_merge_tombstones_sql(tombstones, batch, columns, options)) -%}
+        {%- endif -%}
+        {%- do run_query('uncache table if exists ' ~ batch) -%}
+        {%- do run_query('drop view if exists ' ~ batch) -%}
+    {%- endif -%}
+
+    {%- do _cdc_merge_record(state, 'succeeded', model_name, execution_time, plan, window,
+        base_version, tombstones_base, _delta_version(target), _delta_version(tombstones),
+        counts.changes, counts.quarantined) -%}
+    {%- do run_query('drop view if exists ' ~ changes) -%}
+
+    {%- do persist_docs(target, model) -%}
+    {{ run_hooks(post_hooks) }}
+    {{ return({'relations': [target]}) }}
+{%- endmaterialization %}
+
+{% materialization cdc_merge, default -%}
+    {{ _raise_unsupported_adapter('cdc_merge') }}
+{%- endmaterialization %}

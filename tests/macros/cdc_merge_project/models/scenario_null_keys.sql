@@ -1,0 +1,3 @@
+{{ config(unique_key=['tenant', 'id'], sequence_by=['lsn']) }}
+
+select tenant, id, op, lsn, name, _ingested_at from {{ source('scenario', 'cdc_input_null_keys') }}

@@ -9,7 +9,7 @@ row_images as (
         *,
         from_json(
             after,
-            'user_id bigint, email string, full_name string, country string, plan string, lifetime_value string, created_at bigint, updated_at bigint'  -- noqa: LT05
+            'user_id bigint, email string, full_name string, country string, plan string, lifetime_value string, created_at bigint, updated_at bigint, preferred_language string'  -- noqa: LT05
         ) as after_image,
         from_json(before, 'user_id bigint') as before_image
     from source
@@ -26,6 +26,7 @@ final as (
         {{ decode_debezium_decimal('after_image.lifetime_value', 12, 2) }} as lifetime_value,
         timestamp_micros(after_image.created_at) as created_at,
         timestamp_micros(after_image.updated_at) as updated_at,
+        after_image.preferred_language,
         {{ change_event_metadata() }}
     from row_images
 )

@@ -81,6 +81,11 @@
         {%- call statement('main') -%}
             {{ _cdc_merge_target_sql(target, tombstones, batch, columns, options) }}
         {%- endcall -%}
+        {#- Fault injection for the crash tests: fail between the two writes. -#}
+        {%- if env_var('LAKEHOUSE_CDC_MERGE_FAULT', '') == 'after_target_merge' -%}
+            {{ exceptions.raise_compiler_error(
+                "cdc_merge: injected fault after the merge into " ~ target) }}
+        {%- endif -%}
         {%- if summary.truncates > 0 or (summary.deletes > 0 and options.delete_mode == 'hard') -%}
             {%- do run_query(_cdc_merge_tombstones_sql(tombstones, batch, columns, options)) -%}
         {%- endif -%}

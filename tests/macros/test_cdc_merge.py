@@ -52,8 +52,13 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     # later batch.
     "out_of_order": {
         "rounds": [
-            [(1, "c", 10, "a"), (1, "u", 30, "a-new"), (1, "u", 20, "a-old"),
-             (2, "c", 10, "b"), (2, "u", 20, "b2")],
+            [
+                (1, "c", 10, "a"),
+                (1, "u", 30, "a-new"),
+                (1, "u", 20, "a-old"),
+                (2, "c", 10, "b"),
+                (2, "u", 20, "b2"),
+            ],
             [(2, "u", 15, "b-stale"), (1, "u", 40, "a-newest")],
         ],
         "read": "id, lsn, name",
@@ -68,8 +73,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "rounds": [
             [(1, "c", 10, "a"), (2, "c", 11, "b"), (3, "c", 12, "c")],
             [(1, "d", 20, None), (2, "d", 21, None), (3, "u", 22, "c2")],
-            [(1, "u", 15, "a-stale"), (2, "c", 30, "b-again"), (3, "d", 25, None),
-             (3, "u", 24, "c-stale")],
+            [
+                (1, "u", 15, "a-stale"),
+                (2, "c", 30, "b-again"),
+                (3, "d", 25, None),
+                (3, "u", 24, "c-stale"),
+            ],
         ],
         "read": "id, lsn, name",
         "expected": [
@@ -136,10 +145,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "model": "null_keys",
         "schema": "tenant string, id bigint, op string, lsn bigint, name string",
         "rounds": [
-            [("t1", 1, "c", 10, "a"), (None, 1, "c", 11, "n1"), ("t1", None, "c", 12, "n2"),
-             (None, None, "c", 13, "bad")],
-            [(None, 1, "u", 20, "n1-upd"), ("t1", None, "d", 21, None),
-             (None, None, "u", 22, "bad2")],
+            [
+                ("t1", 1, "c", 10, "a"),
+                (None, 1, "c", 11, "n1"),
+                ("t1", None, "c", 12, "n2"),
+                (None, None, "c", 13, "bad"),
+            ],
+            [
+                (None, 1, "u", 20, "n1-upd"),
+                ("t1", None, "d", 21, None),
+                (None, None, "u", 22, "bad2"),
+            ],
         ],
         "read": "tenant, id, lsn, name",
         "expected": [
@@ -186,18 +202,26 @@ def run_scenarios(dbt, lakehouse_home: Path, *args: str, round_number: int = ROU
     variables = json.dumps({"scenario_round": round_number})
     return dbt(
         "run",
-        "--project-dir", str(PROJECT),
-        "--target-path", str(lakehouse_home / "dbt" / "cdc_merge_target"),
-        "--vars", variables,
+        "--project-dir",
+        str(PROJECT),
+        "--target-path",
+        str(lakehouse_home / "dbt" / "cdc_merge_target"),
+        "--vars",
+        variables,
         *args,
     )
 
 
 def append_input(spark, table: str, schema: str, rows: list[tuple], round_number: int) -> None:
-    frame = spark.createDataFrame([(*row, ingested_at(round_number)) for row in rows],
-                                  f"{schema}, _ingested_at timestamp")
-    (frame.write.format("delta").mode("append").option("mergeSchema", "true")
-     .saveAsTable(f"silver.cdc_input_{table}"))
+    frame = spark.createDataFrame(
+        [(*row, ingested_at(round_number)) for row in rows], f"{schema}, _ingested_at timestamp"
+    )
+    (
+        frame.write.format("delta")
+        .mode("append")
+        .option("mergeSchema", "true")
+        .saveAsTable(f"silver.cdc_input_{table}")
+    )
 
 
 def shared_rows(name: str, rows: list[tuple]) -> list[tuple]:
@@ -224,8 +248,9 @@ def read_scenario(spark, name: str, columns: str) -> list[tuple]:
         return read_rows(spark, f"silver.scenario_{model}", columns)
     offset = 1000 * SHARED.index(scenario.get("input", name))
     columns = columns.replace("id,", f"id - {offset} as id,", 1)
-    return read_rows(spark, f"silver.scenario_{model}", columns,
-                     f"id between {offset} and {offset + 999}")
+    return read_rows(
+        spark, f"silver.scenario_{model}", columns, f"id between {offset} and {offset + 999}"
+    )
 
 
 def read_all(spark, table: str) -> list[tuple]:
@@ -265,8 +290,12 @@ def outcomes(spark, dbt, lakehouse_home):
     incremental = {table: read_all(spark, table) for table in tables}
     run_scenarios(dbt, lakehouse_home, "--exclude", "scenario_backfill", "--full-refresh")
     rebuilt = {table: read_all(spark, table) for table in tables}
-    return {"states": states, "quarantine": quarantine,
-            "incremental": incremental, "rebuilt": rebuilt}
+    return {
+        "states": states,
+        "quarantine": quarantine,
+        "incremental": incremental,
+        "rebuilt": rebuilt,
+    }
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))

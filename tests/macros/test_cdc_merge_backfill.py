@@ -1,0 +1,145 @@
+"""Backfills of the cdc_merge materialization (the Stateful Merger), step by step.
+
+One story on `scenario_backfill` (tests/macros/cdc_merge_project): the book's worked
+example of four hourly runs, a compaction between runs, backfills in order, a re-run
+with nothing new, a refused execution time, a restore past the retention horizon, a
+crash between the table's two writes, and a lost run log. Each step states the rows
+the table must hold after it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from tests.macros.test_cdc_merge import PROJECT, SCHEMA, append_input, read_rows
+
+MODEL = "silver.scenario_backfill"
+A, B, C, M, N, O = 1, 2, 3, 13, 14, 15  # noqa: E741 (the keys of the book's example)
+
+
+def build(dbt, lakehouse_home, execution_time: str, expect_fail: bool = False):
+    return dbt(
+        "run",
+        "--project-dir",
+        str(PROJECT),
+        "--target-path",
+        str(lakehouse_home / "dbt" / "cdc_merge_target"),
+        "--select",
+        "scenario_backfill",
+        "--vars",
+        json.dumps({"execution_time": execution_time}),
+        expect_fail=expect_fail,
+    )
+
+
+def rows(spark) -> list[tuple]:
+    return read_rows(spark, MODEL, "id, name")
+
+
+def version(spark) -> int:
+    return spark.sql(f"describe history {MODEL} limit 1").collect()[0]["version"]
+
+
+def ingest(spark, hour: int, minute: int, changes: list[tuple]) -> None:
+    """Appends change rows to the input as ingested at hour:minute on the test day."""
+    frame = spark.createDataFrame(
+        [(*change, datetime(2024, 10, 7, hour, minute)) for change in changes],
+        f"{SCHEMA}, _ingested_at timestamp",
+    )
+    frame.write.format("delta").mode("append").saveAsTable("silver.cdc_input_backfill")
+
+
+def failure(result) -> str:
+    return " ".join(str(node.message) for node in result.result.results)
+
+
+def test_backfills_restore_the_table_then_merge_the_window_again(
+    spark, dbt, lakehouse_home, clean_lakehouse
+) -> None:
+    for schema in ("silver", "ops"):
+        spark.sql(f"create schema if not exists {schema}")
+    append_input(spark, "backfill", SCHEMA, [], 1)  # the input table, empty
+
+    # Four hourly runs, each over what was ingested in the half hour before it.
+    hourly = {
+        "07:00": (6, [(A, "c", 1, "A")], [(A, "A")]),
+        "08:00": (7, [(A, "u", 2, "A-U"), (B, "c", 3, "B")], [(A, "A-U"), (B, "B")]),
+        "09:00": (8, [(B, "d", 4, None), (C, "c", 5, "C")], [(A, "A-U"), (C, "C")]),
+        "10:00": (
+            9,
+            [(M, "c", 6, "M"), (N, "c", 7, "N"), (O, "c", 8, "O")],
+            [(A, "A-U"), (C, "C"), (M, "M"), (N, "N"), (O, "O")],
+        ),
+    }
+    for at, (hour, changes, expected) in hourly.items():
+        ingest(spark, hour, 30, changes)
+        build(dbt, lakehouse_home, f"2024-10-07T{at}:00")
+        assert rows(spark) == expected, at
+
+    # A compaction between runs is a commit of its own; backfills are not disturbed.
+    spark.sql(f"optimize {MODEL}")
+    # Backfilling 08:00 shows the table as it was after 08:00, then the later windows
+    # are re-run in order, each from the state the one before left.
+    for at, (_, _, expected) in list(hourly.items())[1:]:
+        build(dbt, lakehouse_home, f"2024-10-07T{at}:00")
+        assert rows(spark) == expected, f"backfill {at}"
+    final = hourly["10:00"][2]
+
+    # A new run with nothing ingested changes nothing, not even the Delta version.
+    before = version(spark)
+    build(dbt, lakehouse_home, "2024-10-07T11:00:00")
+    assert (rows(spark), version(spark)) == (final, before)
+
+    # An execution time earlier than the last run that never ran has no window.
+    result = build(dbt, lakehouse_home, "2024-10-07T07:30:00", expect_fail=True)
+    assert "is earlier than the last run (2024-10-07 11:00:00.000000) and never ran" in failure(
+        result
+    )
+    assert (rows(spark), version(spark)) == (final, before)
+
+    # Past the retention horizon: the files of the version before 08:00 are vacuumed.
+    spark.sql(
+        f"alter table {MODEL} set tblproperties "
+        "('delta.deletedFileRetentionDuration' = 'interval 0 hours')"
+    )
+    spark.sql(f"optimize {MODEL}")
+    spark.sql(f"vacuum {MODEL} retain 0 hours")
+    before = version(spark)
+    result = build(dbt, lakehouse_home, "2024-10-07T08:00:00", expect_fail=True)
+    message = failure(result)
+    assert f"cannot restore {MODEL} to version" in message
+    assert "past the retention horizon" in message and "nothing was changed" in message
+    assert (rows(spark), version(spark)) == (final, before)
+
+
+def test_a_crash_between_the_two_writes_is_repaired_by_the_next_run(
+    spark, dbt, lakehouse_home, clean_lakehouse, monkeypatch
+) -> None:
+    for schema in ("silver", "ops"):
+        spark.sql(f"create schema if not exists {schema}")
+    ingest(spark, 6, 30, [(A, "c", 1, "A"), (B, "c", 2, "B")])
+    build(dbt, lakehouse_home, "2024-10-07T07:00:00")
+
+    # The run merges the delete of A into the table, then dies before it records the
+    # tombstone (and before its run is marked succeeded).
+    ingest(spark, 7, 30, [(A, "d", 3, None), (C, "c", 4, "C")])
+    monkeypatch.setenv("LAKEHOUSE_CDC_MERGE_FAULT", "after_target_merge")
+    result = build(dbt, lakehouse_home, "2024-10-07T08:00:00", expect_fail=True)
+    assert "injected fault" in failure(result)
+    monkeypatch.delenv("LAKEHOUSE_CDC_MERGE_FAULT")
+    assert rows(spark) == [(B, "B"), (C, "C")]
+    assert read_rows(spark, f"{MODEL}__tombstones", "id") == []
+
+    # A late, stale update of A arrives. The next run restores the table to the failed
+    # run's base and merges its window again with the new rows: A stays deleted.
+    ingest(spark, 8, 30, [(A, "u", 2, "A-stale")])
+    build(dbt, lakehouse_home, "2024-10-07T09:00:00")
+    assert rows(spark) == [(B, "B"), (C, "C")]
+    assert read_rows(spark, f"{MODEL}__tombstones", "id") == [(A,)]
+
+    # The run log is lost: the next run re-reads every change and, merging by sequence,
+    # leaves the table exactly as it was - it never empties a table that has data.
+    spark.sql(f"delete from ops.cdc_merge_runs where model = '{MODEL}'")
+    build(dbt, lakehouse_home, "2024-10-07T10:00:00")
+    assert rows(spark) == [(B, "B"), (C, "C")]

@@ -111,3 +111,31 @@ def _render_decimal(spark, column: str, precision: int, scale: int) -> str:
     )
     assert result.success, result.exception
     return result.result.results[0].node.compiled_code.removeprefix("select ")
+
+
+MODEL = "{'schema': 'silver', 'alias': 'users'}"
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("{'sequence_by': ['lsn']}", "unique_key is required: a column or a list of columns"),
+        ("{'unique_key': 'id', 'sequence_by': []}", "sequence_by is required"),
+        ("{'unique_key': ['id', ''], 'sequence_by': 'lsn'}", "unique_key must hold column names"),
+        (
+            "{'unique_key': 'id', 'sequence_by': 'lsn', 'delete_mode': 'purge'}",
+            "delete_mode must be 'hard' or 'soft', got 'purge'",
+        ),
+        (
+            "{'unique_key': 'id', 'sequence_by': 'lsn', 'exclude_columns': 'op'}",
+            "exclude_columns must be a list of column names, got 'op'",
+        ),
+        (
+            "{'unique_key': 'id', 'sequence_by': 'lsn', 'exclude_columns': ['op', 'id']}",
+            "key column 'id' is in exclude_columns",
+        ),
+    ],
+)
+def test_a_misconfigured_cdc_merge_model_fails_naming_it(dbt, config: str, message: str) -> None:
+    error = _compile_error(dbt, "{{ _cdc_merge_options(" + MODEL + ", " + config + ") }}")
+    assert "cdc_merge (model silver.users): " + message in error

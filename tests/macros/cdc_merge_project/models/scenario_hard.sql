@@ -1,3 +1,8 @@
 {{ config(unique_key=['id'], sequence_by=['lsn', 'line']) }}
 
-select id, op, lsn, line, name, _ingested_at from {{ source('scenario', 'cdc_input_shared') }}
+{#- From round 2 on, the input has a new column, and the model selects it. -#}
+select
+    id, op, lsn, line, name,
+    {%- if var('scenario_round') | int >= 2 %} email,{% endif %}
+    _ingested_at
+from {{ source('scenario', 'cdc_input_shared') }}

@@ -1,22 +1,45 @@
 {#- Private helpers of the cdc_merge materialization: the statements it runs. -#}
 
-{#- Creates (or replaces, on a full refresh) the table, its tombstones and quarantine, empty. -#}
+{#- The Spark type of the `sequence_by` struct, e.g. struct<lsn:bigint,line:int>. -#}
+{% macro _cdc_sequence_type(changes, options) -%}
+    {%- set probe = changes ~ '__sequence_probe' -%}
+    {%- do run_query("create or replace temporary view " ~ probe ~ " as select "
+        ~ _cdc_sequence_struct(options.sequence_by) ~ " as _cdc_sequence from "
+        ~ changes ~ " where false") -%}
+    {%- set sequence_type = (_cdc_describe(probe) | first).type -%}
+    {%- do run_query("drop view if exists " ~ probe) -%}
+    {{ return(sequence_type) }}
+{%- endmacro %}
+
+{#-
+    Creates the table, its tombstones and quarantine, empty, from explicit column
+    definitions (dropping them first on a full refresh). Not `create ... as select ...
+    where false`: the catalog would record the size of that empty table (1 KB) as its
+    statistics for good, and the planner would then broadcast the whole table into
+    every merge. Without catalog statistics it uses Delta's current size.
+-#}
 {% macro _cdc_merge_create(target, tombstones, quarantine, changes, columns, options) -%}
-    {%- set flag = ", false as `" ~ options.soft_delete_column ~ "`"
+    {%- set sequence = '_cdc_sequence ' ~ _cdc_sequence_type(changes, options) -%}
+    {%- set flag = ", `" ~ options.soft_delete_column ~ "` boolean"
         if options.delete_mode == 'soft' else "" -%}
-    {%- set sequence = _cdc_sequence_struct(options.sequence_by) -%}
-    {%- do run_query(
-        "create or replace table " ~ target ~ " using delta as select "
-        ~ _cdc_column_list(columns.carried) ~ ", " ~ sequence ~ " as _cdc_sequence" ~ flag
-        ~ " from " ~ changes ~ " where false") -%}
-    {%- do run_query(
-        "create or replace table " ~ tombstones ~ " using delta as select "
-        ~ _cdc_column_list(columns['keys']) ~ ", " ~ sequence ~ " as _cdc_sequence, "
-        ~ "'delete' as _cdc_deleted_by from " ~ changes ~ " where false") -%}
-    {%- do run_query(
-        "create or replace table " ~ quarantine ~ " (reason string not null, "
-        ~ "record string not null, window_value timestamp, execution_time timestamp not null, "
-        ~ "invocation_id string not null, quarantined_at timestamp not null) using delta") -%}
+    {%- set tables = [
+        (target, _cdc_column_definitions(columns.carried) ~ ", " ~ sequence ~ flag),
+        (tombstones, _cdc_column_definitions(columns['keys']) ~ ", " ~ sequence
+            ~ ", _cdc_deleted_by string"),
+        (quarantine, "reason string not null, record string not null, "
+            ~ "window_value timestamp, execution_time timestamp not null, "
+            ~ "invocation_id string not null, quarantined_at timestamp not null"),
+    ] -%}
+    {%- for relation, definition in tables -%}
+        {%- do run_query("drop table if exists " ~ relation) -%}
+        {%- do run_query("create table " ~ relation ~ " (" ~ definition ~ ") using delta") -%}
+    {%- endfor -%}
+{%- endmacro %}
+
+{% macro _cdc_column_definitions(columns) -%}
+    {%- for column in columns -%}
+        `{{ column.name }}` {{ column.type }}{{ ', ' if not loop.last }}
+    {%- endfor -%}
 {%- endmacro %}
 
 {#-
@@ -29,11 +52,7 @@
     {%- for column in _cdc_describe(target) -%}
         {%- do existing.update({column.name | lower: column.type}) -%}
     {%- endfor -%}
-    {%- set probe = target.identifier ~ '__cdc_sequence_probe' -%}
-    {%- do run_query("create or replace temporary view " ~ probe ~ " as select "
-        ~ _cdc_sequence_struct(options.sequence_by) ~ " as _cdc_sequence from "
-        ~ changes ~ " where false") -%}
-    {%- set sequence_type = (_cdc_describe(probe) | first).type -%}
+    {%- set sequence_type = _cdc_sequence_type(changes, options) -%}
     {%- if existing.get('_cdc_sequence') != sequence_type -%}
         {{ _cdc_config_error(options.model, "sequence_by changed (the table's sequence is "
             ~ existing.get('_cdc_sequence') ~ ", the model's " ~ sequence_type

@@ -9,26 +9,21 @@ the table must hold after it.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 
-from tests.macros.test_cdc_merge import PROJECT, SCHEMA, append_input, read_rows
+from tests.macros.test_cdc_merge import SCHEMA, append_input, read_rows, run_project
 
 MODEL = "silver.scenario_backfill"
 A, B, C, M, N, O = 1, 2, 3, 13, 14, 15  # noqa: E741 (the keys of the book's example)
 
 
 def build(dbt, lakehouse_home, execution_time: str, expect_fail: bool = False):
-    return dbt(
-        "run",
-        "--project-dir",
-        str(PROJECT),
-        "--target-path",
-        str(lakehouse_home / "dbt" / "cdc_merge_target"),
+    return run_project(
+        dbt,
+        lakehouse_home,
+        {"execution_time": execution_time},
         "--select",
         "scenario_backfill",
-        "--vars",
-        json.dumps({"execution_time": execution_time}),
         expect_fail=expect_fail,
     )
 

@@ -30,14 +30,7 @@ with changes as (
 
 ranked as (
     select
-        id,
-        op,
-        lsn,
-        name,
-        email,
-        amount,
-        updated_at,
-        _ingested_at,
+        *,
         row_number() over (partition by id order by lsn desc) as row_num
     from changes
 ),

@@ -71,7 +71,8 @@
             ~ _cdc_merge_batch_sql(changes, columns, options, window)) -%}
         {%- set summary = _cdc_merge_batch_summary(batch, options) -%}
         {%- do counts.update(summary) -%}
-        {%- if summary.quarantined > 0 -%}
+        {#- A re-run replaces its window's quarantine rows, even with none to add. -#}
+        {%- if summary.quarantined > 0 or plan.kind == 'rerun' -%}
             {%- do run_query(_cdc_merge_quarantine_sql(
                 quarantine, batch, columns, options, window, execution_time)) -%}
         {%- endif -%}

@@ -17,11 +17,11 @@ MODEL = "silver.scenario_backfill"
 A, B, C, M, N, O = 1, 2, 3, 13, 14, 15  # noqa: E741 (the keys of the book's example)
 
 
-def build(dbt, lakehouse_home, execution_time: str, expect_fail: bool = False):
+def build(dbt, lakehouse_home, execution_time: str, expect_fail: bool = False, **variables):
     return run_project(
         dbt,
         lakehouse_home,
-        {"execution_time": execution_time},
+        {"execution_time": execution_time, **variables},
         "--select",
         "scenario_backfill",
         expect_fail=expect_fail,
@@ -45,6 +45,12 @@ def ingest(spark, hour: int, minute: int, changes: list[tuple]) -> None:
     frame.write.format("delta").mode("append").saveAsTable("silver.cdc_input_backfill")
 
 
+def quarantined(spark) -> list[tuple]:
+    return read_rows(
+        spark, f"{MODEL}__quarantine", "reason, cast(execution_time as string) as execution_time"
+    )
+
+
 def failure(result) -> str:
     return " ".join(str(node.message) for node in result.result.results)
 
@@ -60,7 +66,11 @@ def test_backfills_restore_the_table_then_merge_the_window_again(
     hourly = {
         "07:00": (6, [(A, "c", 1, "A")], [(A, "A")]),
         "08:00": (7, [(A, "u", 2, "A-U"), (B, "c", 3, "B")], [(A, "A-U"), (B, "B")]),
-        "09:00": (8, [(B, "d", 4, None), (C, "c", 5, "C")], [(A, "A-U"), (C, "C")]),
+        "09:00": (
+            8,
+            [(B, "d", 4, None), (C, "c", 5, "C"), (None, "c", 5, "keyless")],
+            [(A, "A-U"), (C, "C")],
+        ),
         "10:00": (
             9,
             [(M, "c", 6, "M"), (N, "c", 7, "N"), (O, "c", 8, "O")],
@@ -72,13 +82,17 @@ def test_backfills_restore_the_table_then_merge_the_window_again(
         build(dbt, lakehouse_home, f"2024-10-07T{at}:00")
         assert rows(spark) == expected, at
 
+    assert quarantined(spark) == [("null_key", "2024-10-07 09:00:00")]
+
     # A compaction between runs is a commit of its own; backfills are not disturbed.
     spark.sql(f"optimize {MODEL}")
     # Backfilling 08:00 shows the table as it was after 08:00, then the later windows
-    # are re-run in order, each from the state the one before left.
+    # are re-run in order, each from the state the one before left. The backfill runs
+    # with the model fixed to drop keyless rows: 09:00's quarantine rows are replaced.
     for at, (_, _, expected) in list(hourly.items())[1:]:
-        build(dbt, lakehouse_home, f"2024-10-07T{at}:00")
+        build(dbt, lakehouse_home, f"2024-10-07T{at}:00", backfill_filter="id is not null")
         assert rows(spark) == expected, f"backfill {at}"
+    assert quarantined(spark) == []
     final = hourly["10:00"][2]
 
     # A new run with nothing ingested changes nothing, not even the Delta version.

@@ -1,10 +1,14 @@
 {#- Private helpers of the cdc_merge materialization: its configuration and columns. -#}
 
-{#- The model's cdc_merge configuration, validated, with defaults filled in. -#}
-{% macro _cdc_merge_options(model, config) -%}
-    {%- set name = model.schema ~ '.' ~ model.alias -%}
+{#-
+    The model's cdc_merge (or cdc_history: `kind`) configuration, validated, with
+    defaults filled in. `label` names the materialization and model in errors.
+-#}
+{% macro _cdc_merge_options(model, config, kind='cdc_merge') -%}
+    {%- set name = kind ~ " (model " ~ model.schema ~ '.' ~ model.alias ~ ")" -%}
     {%- set options = {
-        'model': name,
+        'model': model.schema ~ '.' ~ model.alias,
+        'label': name,
         'unique_key': _cdc_as_list(config.get('unique_key'), 'unique_key', name),
         'sequence_by': _cdc_as_list(config.get('sequence_by'), 'sequence_by', name),
         'op_column': config.get('op_column', 'op'),
@@ -32,22 +36,23 @@
     {{ return(options) }}
 {%- endmacro %}
 
-{% macro _cdc_as_list(value, argument, model_name) -%}
+{% macro _cdc_as_list(value, argument, label) -%}
     {%- if value is string and value | trim -%}
         {{ return([value]) }}
     {%- elif value is sequence and value is not mapping and value | length > 0 -%}
         {%- for item in value if not (item is string and item | trim) -%}
-            {{ _cdc_config_error(model_name, argument ~ " must hold column names or SQL "
+            {{ _cdc_config_error(label, argument ~ " must hold column names or SQL "
                 ~ "expressions, got " ~ item) }}
         {%- endfor -%}
         {{ return(value | list) }}
     {%- endif -%}
-    {{ _cdc_config_error(model_name, argument ~ " is required: a column or a list of "
+    {{ _cdc_config_error(label, argument ~ " is required: a column or a list of "
         ~ "columns, got " ~ value) }}
 {%- endmacro %}
 
-{% macro _cdc_config_error(model_name, message) -%}
-    {{ exceptions.raise_compiler_error("cdc_merge (model " ~ model_name ~ "): " ~ message) }}
+{#- `label`: e.g. "cdc_merge (model silver.users)". -#}
+{% macro _cdc_config_error(label, message) -%}
+    {{ exceptions.raise_compiler_error(label ~ ": " ~ message) }}
 {%- endmacro %}
 
 {#- Columns of a relation or temporary view: a list of {name, type}, in order. -#}
@@ -69,7 +74,7 @@
     the model, when a configured column is missing or a reserved name is used.
 -#}
 {% macro _cdc_merge_columns(changes, options) -%}
-    {%- set name = options.model -%}
+    {%- set name = options.label -%}
     {%- set all_columns = _cdc_describe(changes) -%}
     {%- set names = all_columns | map(attribute='name') | map('lower') | list -%}
     {%- set required = options.unique_key + [options.window_column] + options.exclude_columns -%}
@@ -77,7 +82,10 @@
         {{ _cdc_config_error(name, "column '" ~ column ~ "' is not in the model's output ("
             ~ names | join(', ') ~ ")") }}
     {%- endfor -%}
-    {%- set reserved = [options.soft_delete_column | lower] if options.delete_mode == 'soft' else [] -%}
+    {%- set reserved = options.get('reserved', []) | map('lower') | list -%}
+    {%- if options.delete_mode == 'soft' -%}
+        {%- do reserved.append(options.soft_delete_column | lower) -%}
+    {%- endif -%}
     {%- for column in names if column.startswith('_cdc_') or column in reserved -%}
         {{ _cdc_config_error(name, "the model's output may not have a column named '"
             ~ column ~ "': the materialization writes it") }}
@@ -120,4 +128,14 @@
         '{{ field }}', {{ expression }}{{ ', ' if not loop.last }}
     {%- endfor -%}
     )
+{%- endmacro %}
+
+{#- The model's existing relation (none if missing); fails if it is not a Delta table. -#}
+{% macro _cdc_existing_is_delta(relation, options) -%}
+    {%- set existing = load_relation(relation) -%}
+    {%- if existing is not none and not existing.is_delta -%}
+        {{ _cdc_config_error(options.label, options.model ~ " exists and is not a Delta "
+            ~ "table; drop it or run with --full-refresh") }}
+    {%- endif -%}
+    {{ return(existing) }}
 {%- endmacro %}

@@ -22,18 +22,26 @@
     {%- set sequence = '_cdc_sequence ' ~ _cdc_sequence_type(changes, options) -%}
     {%- set flag = ", `" ~ options.soft_delete_column ~ "` boolean"
         if options.delete_mode == 'soft' else "" -%}
-    {%- set tables = [
+    {%- do _cdc_create_tables([
         (target, _cdc_column_definitions(columns.carried) ~ ", " ~ sequence ~ flag),
         (tombstones, _cdc_column_definitions(columns['keys']) ~ ", " ~ sequence
             ~ ", _cdc_deleted_by string"),
-        (quarantine, "reason string not null, record string not null, "
-            ~ "window_value timestamp, execution_time timestamp not null, "
-            ~ "invocation_id string not null, quarantined_at timestamp not null"),
-    ] -%}
+        (quarantine, _cdc_quarantine_definition()),
+    ]) -%}
+{%- endmacro %}
+
+{#- Drops and creates each (relation, column definitions) pair, as explained above. -#}
+{% macro _cdc_create_tables(tables) -%}
     {%- for relation, definition in tables -%}
         {%- do run_query("drop table if exists " ~ relation) -%}
         {%- do run_query("create table " ~ relation ~ " (" ~ definition ~ ") using delta") -%}
     {%- endfor -%}
+{%- endmacro %}
+
+{% macro _cdc_quarantine_definition() -%}
+    {{ return("reason string not null, record string not null, "
+        ~ "window_value timestamp, execution_time timestamp not null, "
+        ~ "invocation_id string not null, quarantined_at timestamp not null") }}
 {%- endmacro %}
 
 {% macro _cdc_column_definitions(columns) -%}
@@ -54,7 +62,7 @@
     {%- endfor -%}
     {%- set sequence_type = _cdc_sequence_type(changes, options) -%}
     {%- if existing.get('_cdc_sequence') != sequence_type -%}
-        {{ _cdc_config_error(options.model, "sequence_by changed (the table's sequence is "
+        {{ _cdc_config_error(options.label, "sequence_by changed (the table's sequence is "
             ~ existing.get('_cdc_sequence') ~ ", the model's " ~ sequence_type
             ~ "); run with --full-refresh") }}
     {%- endif -%}
@@ -64,21 +72,22 @@
         {%- if current is none -%}
             {%- do added.append('`' ~ column.name ~ '` ' ~ column.type) -%}
         {%- elif current != column.type -%}
-            {{ _cdc_config_error(options.model, "column '" ~ column.name ~ "' changed type from "
+            {{ _cdc_config_error(options.label, "column '" ~ column.name ~ "' changed type from "
                 ~ current ~ " to " ~ column.type ~ "; run with --full-refresh") }}
         {%- endif -%}
     {%- endfor -%}
     {%- if added -%}
         {%- do run_query("alter table " ~ target ~ " add columns (" ~ added | join(', ') ~ ")") -%}
-        {{ log("cdc_merge: added to " ~ target ~ ": " ~ added | join(', '), info=true) }}
+        {{ log(options.label ~ ": added to " ~ target ~ ": " ~ added | join(', '), info=true) }}
     {%- endif -%}
 {%- endmacro %}
 
 {#-
     The window's change rows, computed once (cached) for every statement of the run:
-    the carried columns, the sequence, the delete/truncate flags, and why a row is
-    quarantined (`null_key`: every key part null; `null_sequence`: every sequence part
-    null). The whole row as JSON serves the quarantine and the last tie-break.
+    the carried columns, the sequence, the delete/truncate flags, the change's time
+    (cdc_history's `valid_from`), and why a row is quarantined (`null_key`: every key
+    part null; `null_sequence`: every sequence part null; `null_valid_from`). The whole
+    row as JSON serves the quarantine and the last tie-break.
 -#}
 {% macro _cdc_merge_batch_sql(changes, columns, options, window) -%}
     {%- set key_nulls = [] -%}
@@ -96,13 +105,34 @@
         coalesce({{ options.truncate_condition }}, false) as _cdc_is_truncate,
         `{{ options.window_column }}` as _cdc_window_value,
         to_json(struct({{ _cdc_column_list(columns.all) }})) as _cdc_record,
+        {%- if options.get('valid_from') %}
+        cast(({{ options.valid_from }}) as timestamp) as _cdc_changed_at,
+        {%- endif %}
         case
             when coalesce({{ options.truncate_condition }}, false) then null
             when {{ key_nulls | join(' and ') }} then 'null_key'
             when {{ sequence_nulls | join(' and ') }} then 'null_sequence'
+            {%- if options.get('valid_from') %}
+            when ({{ options.valid_from }}) is null then 'null_valid_from'
+            {%- endif %}
         end as _cdc_quarantine_reason
     from {{ changes }}
     where {{ window.predicate }}
+{%- endmacro %}
+
+{#-
+    Caches the window's change rows as `batch`, quarantines the rows without a key or
+    sequence (a re-run replaces its window's quarantine rows, even with none to add),
+    and returns the counts of the batch.
+-#}
+{% macro _cdc_merge_open_batch(changes, batch, quarantine, columns, options, plan, window, execution_time) -%}
+    {%- do _cdc_cache(batch, _cdc_merge_batch_sql(changes, columns, options, window)) -%}
+    {%- set summary = _cdc_merge_batch_summary(batch, options) -%}
+    {%- if summary.quarantined > 0 or plan.kind == 'rerun' -%}
+        {%- do run_query(_cdc_merge_quarantine_sql(
+            quarantine, batch, columns, options, window, execution_time)) -%}
+    {%- endif -%}
+    {{ return(summary) }}
 {%- endmacro %}
 
 {% macro _cdc_merge_batch_summary(batch, options) -%}
@@ -245,4 +275,19 @@
     when matched and s._cdc_sequence > d._cdc_sequence then update set
         d._cdc_sequence = s._cdc_sequence
     when not matched then insert *
+{%- endmacro %}
+
+{#-
+    Computes a query once for the statements of a run, cached on local disk: a full
+    refresh caches the whole stream, and cached blocks held on the heap (whose size
+    Spark only estimates) ran a 16M-row build out of memory.
+-#}
+{% macro _cdc_cache(name, query) -%}
+    {%- do run_query('drop view if exists ' ~ name) -%}
+    {%- do run_query("cache table " ~ name ~ " options ('storageLevel' 'DISK_ONLY') as " ~ query) -%}
+{%- endmacro %}
+
+{% macro _cdc_uncache(name) -%}
+    {%- do run_query('uncache table if exists ' ~ name) -%}
+    {%- do run_query('drop view if exists ' ~ name) -%}
 {%- endmacro %}

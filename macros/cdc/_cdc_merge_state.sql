@@ -66,7 +66,7 @@
       same window is merged again;
     - an execution time earlier than the last one that never ran is refused.
 -#}
-{% macro _cdc_merge_plan(state, model_name, execution_time, fresh) -%}
+{% macro _cdc_merge_plan(state, model_name, execution_time, fresh, kind='cdc_merge') -%}
     {%- set fmt = _cdc_timestamp_format() -%}
     {%- set attempts = [] -%}
     {%- for row in run_query(
@@ -116,7 +116,7 @@
         {%- endif -%}
     {%- elif known and execution_time < known | max -%}
         {{ exceptions.raise_compiler_error(
-            "cdc_merge (model " ~ model_name ~ "): execution_time " ~ execution_time
+            kind ~ " (model " ~ model_name ~ "): execution_time " ~ execution_time
             ~ " is earlier than the last run (" ~ known | max ~ ") and never ran, so "
             ~ "there is no window to backfill. Re-run one of the recorded execution "
             ~ "times (" ~ state ~ "), or use a later one.") }}
@@ -189,4 +189,33 @@
             ~ "execution times " ~ plan.later | join(', ') ~ "; re-run them in order",
             info=true) }}
     {%- endif -%}
+{%- endmacro %}
+
+{#-
+    The start of a run: its window, the versions it starts from (the table's and its
+    side table's: tombstones or change store), recorded as `started`. With nothing in
+    the window, the run's main statement says so and nothing is written.
+-#}
+{% macro _cdc_merge_begin(state, model_name, execution_time, plan, changes, options, target, side) -%}
+    {#- The window: rows after the lineage's end (or the recorded window of a re-run). -#}
+    {%- set window = _cdc_merge_window(changes, options.window_column, plan) -%}
+    {%- set run = {'window': window, 'base': _delta_version(target),
+                   'side_base': _delta_version(side)} -%}
+    {%- do _cdc_merge_record(state, 'started', model_name, execution_time, plan, window,
+        run.base, run.side_base) -%}
+    {%- if window.is_empty -%}
+        {%- call statement('main') -%}
+            select 'no change rows ingested in the window' as status
+        {%- endcall -%}
+    {%- endif -%}
+    {{ return(run) }}
+{%- endmacro %}
+
+{#- The end of a run: recorded as `succeeded` with the versions it produced. -#}
+{% macro _cdc_merge_end(state, model_name, execution_time, plan, run, target, side, counts, changes) -%}
+    {%- do _cdc_merge_record(state, 'succeeded', model_name, execution_time, plan, run.window,
+        run.base, run.side_base, _delta_version(target), _delta_version(side),
+        counts.changes, counts.quarantined) -%}
+    {%- do run_query('drop view if exists ' ~ changes) -%}
+    {%- do persist_docs(target, model) -%}
 {%- endmacro %}

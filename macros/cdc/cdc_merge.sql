@@ -35,13 +35,7 @@
     {%- do run_query('create or replace temporary view ' ~ changes ~ ' as ' ~ sql) -%}
     {%- set columns = _cdc_merge_columns(changes, options) -%}
 
-    {%- set existing = load_relation(this) -%}
-    {%- if existing is not none and not existing.is_delta -%}
-        {{ exceptions.raise_compiler_error(
-            "cdc_merge: " ~ model_name ~ " exists and is not a Delta table; drop it or "
-            ~ "run with --full-refresh") }}
-    {%- endif -%}
-    {%- set fresh = existing is none or should_full_refresh() -%}
+    {%- set fresh = _cdc_existing_is_delta(this, options) is none or should_full_refresh() -%}
     {%- do _cdc_merge_ensure_state(state) -%}
     {%- set execution_time = _cdc_merge_execution_time(var('execution_time', none)) -%}
 
@@ -52,30 +46,14 @@
     {%- do _cdc_merge_apply_restore(target, tombstones, plan) -%}
     {%- do _cdc_merge_add_columns(target, changes, columns, options) -%}
 
-    {#- The window: rows after the lineage's end (or the recorded window of a re-run). -#}
-    {%- set window = _cdc_merge_window(changes, options.window_column, plan) -%}
-    {%- set base_version = _delta_version(target) -%}
-    {%- set tombstones_base = _delta_version(tombstones) -%}
-    {%- do _cdc_merge_record(state, 'started', model_name, execution_time, plan, window,
-        base_version, tombstones_base) -%}
-
+    {%- set run = _cdc_merge_begin(state, model_name, execution_time, plan, changes,
+        options, target, tombstones) -%}
+    {%- set window = run.window -%}
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
-    {%- if window.is_empty -%}
-        {%- call statement('main') -%}
-            select 'no change rows ingested in the window' as status
-        {%- endcall -%}
-    {%- else -%}
-        {%- do run_query('drop view if exists ' ~ batch) -%}
-        {%- do run_query(
-            'cache table ' ~ batch ~ ' as '
-            ~ _cdc_merge_batch_sql(changes, columns, options, window)) -%}
-        {%- set summary = _cdc_merge_batch_summary(batch, options) -%}
+    {%- if not window.is_empty -%}
+        {%- set summary = _cdc_merge_open_batch(
+            changes, batch, quarantine, columns, options, plan, window, execution_time) -%}
         {%- do counts.update(summary) -%}
-        {#- A re-run replaces its window's quarantine rows, even with none to add. -#}
-        {%- if summary.quarantined > 0 or plan.kind == 'rerun' -%}
-            {%- do run_query(_cdc_merge_quarantine_sql(
-                quarantine, batch, columns, options, window, execution_time)) -%}
-        {%- endif -%}
         {%- if summary.truncates > 0 -%}
             {%- do run_query(_cdc_merge_truncate_sql(target, batch, options)) -%}
         {%- endif -%}
@@ -90,16 +68,11 @@
         {%- if summary.truncates > 0 or (summary.deletes > 0 and options.delete_mode == 'hard') -%}
             {%- do run_query(_cdc_merge_tombstones_sql(tombstones, batch, columns, options)) -%}
         {%- endif -%}
-        {%- do run_query('uncache table if exists ' ~ batch) -%}
-        {%- do run_query('drop view if exists ' ~ batch) -%}
+        {%- do _cdc_uncache(batch) -%}
     {%- endif -%}
 
-    {%- do _cdc_merge_record(state, 'succeeded', model_name, execution_time, plan, window,
-        base_version, tombstones_base, _delta_version(target), _delta_version(tombstones),
-        counts.changes, counts.quarantined) -%}
-    {%- do run_query('drop view if exists ' ~ changes) -%}
-
-    {%- do persist_docs(target, model) -%}
+    {%- do _cdc_merge_end(state, model_name, execution_time, plan, run, target, tombstones,
+        counts, changes) -%}
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target]}) }}
 {%- endmaterialization %}

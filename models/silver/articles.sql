@@ -9,28 +9,5 @@
 
 {#- Ordered like silver.users: source LSN, then the delivery position. -#}
 
-with changes as (
-    select * from {{ ref('stg_blog__articles') }}
-),
-
-final as (
-    select
-        article_id,
-        author_id,
-        title,
-        category,
-        status,
-        published_at,
-        updated_at,
-        op,
-        _source_committed_at,
-        _source_lsn,
-        _source_file,
-        _line_number,
-        _partition,
-        _offset,
-        _ingested_at
-    from changes
-)
-
-select * from final
+{#- The columns are listed once, in int_blog__article_changes. -#}
+select * from {{ ref('int_blog__article_changes') }}  -- noqa: AM04

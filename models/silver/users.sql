@@ -11,30 +11,5 @@
     twice) goes to the later delivery: landing file and line, or Kafka partition and
     offset. -#}
 
-with changes as (
-    select * from {{ ref('stg_blog__users') }}
-),
-
-final as (
-    select
-        user_id,
-        email,
-        full_name,
-        country,
-        plan,
-        lifetime_value,
-        created_at,
-        updated_at,
-        preferred_language,
-        op,
-        _source_committed_at,
-        _source_lsn,
-        _source_file,
-        _line_number,
-        _partition,
-        _offset,
-        _ingested_at
-    from changes
-)
-
-select * from final
+{#- The columns are listed once, in int_blog__user_changes. -#}
+select * from {{ ref('int_blog__user_changes') }}  -- noqa: AM04

@@ -1,10 +1,11 @@
-"""silver.users and silver.articles converge on the simulator's ground truth.
+"""silver.users, silver.articles and their histories converge on the simulator's truth.
 
 The simulator writes chaotic CDC streams (duplicates, out-of-order delivery, wrapped
 envelopes, tombstones, deletes and re-inserts of deleted keys, a column added mid-stream)
 and the truth a correct pipeline must produce from them. These tests ingest the streams,
-run the `cdc_merge` models and compare their business columns with the truth exactly:
-once over the whole stream, and round by round while the stream keeps arriving.
+run the `cdc_merge` and `cdc_history` models and compare their business columns (and
+the validity of every version) with the truth exactly: once over the whole stream, and
+round by round while the stream keeps arriving.
 """
 
 from __future__ import annotations
@@ -25,15 +26,25 @@ USER_COLUMNS = (
 ARTICLE_COLUMNS = (
     "article_id", "author_id", "title", "category", "status", "published_at", "updated_at",
 )  # fmt: skip
-# (relation, truth file, CDC topic, business columns; the key first)
+VALIDITY = ("valid_from", "valid_to", "is_current")
+# (relation, truth file, CDC topic, columns compared; the key first)
 TABLES = (
     ("silver.users", "users_final.jsonl", "blog.public.users", USER_COLUMNS),
     ("silver.articles", "articles_final.jsonl", "blog.public.articles", ARTICLE_COLUMNS),
+    ("silver.users_history", "users_history.jsonl", "blog.public.users", USER_COLUMNS + VALIDITY),
+    (
+        "silver.articles_history",
+        "articles_history.jsonl",
+        "blog.public.articles",
+        ARTICLE_COLUMNS + VALIDITY,
+    ),
 )
+CURRENT_STATE = TABLES[:2]
 # Many deletes, and half of the inserts bring a deleted key back.
 CHURN = ("--delete-rate", "0.15", "--reinsert-rate", "0.5", "--users", "150", "--articles", "80")
-# The two silver models build side by side (the run log exists before they start).
-SELECT = ("--select", "+users", "+articles", "--threads", "2")
+# The silver models build side by side (the run log exists before they start).
+SELECT = ("--select", "+users", "+articles", "+users_history", "+articles_history")
+SELECT += ("--threads", "2")
 
 
 def _sort_key(row: tuple) -> list[tuple[bool, Any]]:
@@ -67,28 +78,25 @@ def describe_difference(got: list[tuple], want: list[tuple], columns: tuple[str,
     got_by_key: dict[Any, list[tuple]] = {}
     for row in got:
         got_by_key.setdefault(row[0], []).append(row)
-    want_by_key = {row[0]: row for row in want}
+    want_by_key: dict[Any, list[tuple]] = {}
+    for row in want:
+        want_by_key.setdefault(row[0], []).append(row)
     lines = [f"table has {len(got)} rows, truth {len(want)}"]
     for key in sorted(set(got_by_key) | set(want_by_key), key=repr):
-        table_versions = got_by_key.get(key, [])
-        truth_row = want_by_key.get(key)
-        if table_versions == ([] if truth_row is None else [truth_row]):
+        table_rows_ = got_by_key.get(key, [])
+        truth_rows_ = want_by_key.get(key, [])
+        if table_rows_ == truth_rows_:
             continue
-        if truth_row is None:
-            lines.append(
-                f"  {columns[0]}={key}: extra in table (not live in truth): {table_versions}"
-            )
-        elif not table_versions:
-            lines.append(f"  {columns[0]}={key}: missing from table, truth: {truth_row}")
-        elif len(table_versions) > 1:
-            lines.append(
-                f"  {columns[0]}={key}: {len(table_versions)} rows in table: "
-                f"{table_versions}, truth: {truth_row}"
-            )
+        if not truth_rows_:
+            lines.append(f"  {columns[0]}={key}: extra in table (not in truth): {table_rows_}")
+        elif not table_rows_:
+            lines.append(f"  {columns[0]}={key}: missing from table, truth: {truth_rows_}")
+        elif len(table_rows_) != 1 or len(truth_rows_) != 1:
+            lines.append(f"  {columns[0]}={key}: table {table_rows_}, truth {truth_rows_}")
         else:
             diffs = [
                 f"{name}: table {a!r} truth {b!r}"
-                for name, a, b in zip(columns, table_versions[0], truth_row, strict=True)
+                for name, a, b in zip(columns, table_rows_[0], truth_rows_[0], strict=True)
                 if a != b
             ]
             lines.append(f"  {columns[0]}={key}: {'; '.join(diffs)}")
@@ -122,7 +130,7 @@ def churn(landing: Path, topic: str) -> tuple[set[int], set[int]]:
 
 def assert_stream_has_churn(landing: Path, truth: Path) -> None:
     """Deletes and re-inserts happened, and the truth reflects both: no vacuous pass."""
-    for _relation, file_name, topic, columns in TABLES:
+    for _relation, file_name, topic, columns in CURRENT_STATE:
         deleted, reinserted = churn(landing, topic)
         live = {row[0] for row in truth_rows(truth, file_name, columns)}
         assert deleted - live, f"{topic}: no key is deleted in the truth"

@@ -1,0 +1,98 @@
+{#-
+    The `cdc_history` materialization: a model's change rows (one row per change event)
+    become an SCD Type 2 Delta table, one row per version of each key.
+
+        {{ config(
+            materialized='cdc_history',
+            unique_key=['user_id'],
+            sequence_by=['_source_lsn', '_source_file', '_line_number'],
+            valid_from='_source_committed_at',
+        ) }}
+        select user_id, email, plan, op, _source_lsn, _source_file, _line_number,
+            _source_committed_at, _ingested_at
+        from {{ ref('stg_blog__users') }}
+
+    Every change is kept in `<model>__changes` (typed, one row per change event); each
+    run appends the rows ingested since the last run (the same windows and run log as
+    `cdc_merge`), then recomputes the whole history of the keys the window touched from
+    their changes, in `sequence_by` order, and merges only the versions that differ.
+    So a late change is placed where its sequence falls, a re-run or backfill of any
+    window replaces that window's changes and gives the same history, and a full
+    refresh equals the incremental result by construction. Semantics and
+    configuration: macros/cdc/_cdc__macros.yml and the README.
+-#}
+{% materialization cdc_history, adapter='spark' -%}
+    {%- set options = _cdc_history_options(model, config) -%}
+    {%- set target = this.incorporate(type='table') -%}
+    {%- set store = this.incorporate(
+        path={'identifier': this.identifier ~ '__changes'}, type='table') -%}
+    {%- set quarantine = this.incorporate(
+        path={'identifier': this.identifier ~ '__quarantine'}, type='table') -%}
+    {%- set state = _cdc_merge_state_relation() -%}
+    {%- set changes = this.identifier ~ '__cdc_changes' -%}
+    {%- set batch = this.identifier ~ '__cdc_batch' -%}
+    {%- set touched = this.identifier ~ '__cdc_touched' -%}
+    {%- set versions = this.identifier ~ '__cdc_versions' -%}
+    {%- set diff = this.identifier ~ '__cdc_diff' -%}
+    {%- set model_name = target.schema ~ '.' ~ target.identifier -%}
+
+    {{ run_hooks(pre_hooks) }}
+
+    {%- do run_query('create or replace temporary view ' ~ changes ~ ' as ' ~ sql) -%}
+    {%- set columns = _cdc_merge_columns(changes, options) -%}
+    {%- do columns.update({'tracked': _cdc_history_tracked(columns, options)}) -%}
+
+    {%- set fresh = _cdc_existing_is_delta(this, options) is none or should_full_refresh() -%}
+    {%- do _cdc_merge_ensure_state(state) -%}
+    {%- set execution_time = _cdc_merge_execution_time(var('execution_time', none)) -%}
+
+    {%- if fresh -%}
+        {%- do _cdc_history_create(target, store, quarantine, changes, columns, options) -%}
+    {%- endif -%}
+    {#- No restore: the history is a function of the change store, and a crashed or
+        re-run window replaces its own rows there. -#}
+    {%- set plan = _cdc_merge_plan(state, model_name, execution_time, fresh, 'cdc_history') -%}
+    {%- do plan.update({'restore': none}) -%}
+    {%- for relation in (target, store) -%}
+        {%- do _cdc_merge_add_columns(relation, changes, columns, options) -%}
+    {%- endfor -%}
+
+    {%- set run = _cdc_merge_begin(state, model_name, execution_time, plan, changes,
+        options, target, store) -%}
+    {%- set window = run.window -%}
+    {%- set counts = {'changes': 0, 'quarantined': 0} -%}
+    {%- if not window.is_empty -%}
+        {%- set summary = _cdc_merge_open_batch(
+            changes, batch, quarantine, columns, options, plan, window, execution_time) -%}
+        {%- do counts.update(summary) -%}
+        {%- set store_window = window.predicate
+            | replace('`' ~ options.window_column ~ '`', '_cdc_window_value') -%}
+        {%- do _cdc_cache(touched, _cdc_history_touched_sql(
+            store, batch, columns, store_window, summary.truncates > 0)) -%}
+        {%- do run_query(_cdc_history_store_sql(store, batch, store_window)) -%}
+        {#- Fault injection for the crash tests: fail between the two writes. -#}
+        {%- if env_var('LAKEHOUSE_CDC_MERGE_FAULT', '') == 'after_change_store' -%}
+            {{ exceptions.raise_compiler_error(
+                "cdc_history: injected fault after the append to " ~ store) }}
+        {%- endif -%}
+        {%- set truncates = summary.truncates > 0 or _cdc_history_has_truncates(store) -%}
+        {%- do _cdc_cache(versions, _cdc_history_versions_sql(store, touched, columns, truncates)) -%}
+        {%- do _cdc_cache(diff, _cdc_history_diff_sql(target, versions, touched, columns)) -%}
+        {%- call statement('main') -%}
+            {{ _cdc_history_merge_sql(target, diff, columns) }}
+        {%- endcall -%}
+        {#- Each view reads the ones after it: dropped in this order. -#}
+        {%- for view in (diff, versions, touched, batch) -%}
+            {%- do _cdc_uncache(view) -%}
+        {%- endfor -%}
+    {%- endif -%}
+
+    {%- do _cdc_merge_end(state, model_name, execution_time, plan, run, target, store,
+        counts, changes) -%}
+    {{ run_hooks(post_hooks) }}
+    {{ return({'relations': [target]}) }}
+{%- endmaterialization %}
+
+{% materialization cdc_history, default -%}
+    {{ _raise_unsupported_adapter('cdc_history') }}
+{%- endmaterialization %}

@@ -3,7 +3,8 @@
 1. simulate a few days of the blog platform into the landing zone (skipped when a
    finished simulation is already there, so a second run changes nothing);
 2. ingest the landing zone into Bronze (available now);
-3. `dbt build` (models, snapshots, tests) and `dbt docs generate`;
+3. snapshot each devices full load in order (`python_jobs.snapshot_loads`), then
+   `dbt build` (models, snapshots, tests) and `dbt docs generate`;
 4. print rows per layer and where the docs are.
 
 Runs in one process: one JVM start for the whole demo.
@@ -18,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from python_jobs import ingest, run_dbt
+from python_jobs import ingest, run_dbt, snapshot_loads
 from python_jobs.spark import get_spark, paths
 
 SIMULATION = ["--seed", "42", "--days", "3", "--users", "300", "--articles", "120"]
@@ -77,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     spark = get_spark()
     ingest.run(ingest.IngestOptions(landing=landing))
 
-    _step(3, "dbt build, then dbt docs generate")
+    _step(3, "snapshot each devices load, dbt build, then dbt docs generate")
+    if snapshot_loads.main([]):
+        raise SystemExit("snapshotting the devices loads failed (see the log above)")
     dbt(["build"])
     dbt(["docs", "generate"])
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from python_jobs.spark import REPO_ROOT, lakehouse_home
+from python_jobs.spark import REPO_ROOT, lakehouse_home, paths, pii_salt
 
 
 def configure_environment() -> None:
@@ -31,6 +31,11 @@ def configure_environment() -> None:
     os.environ.setdefault("DBT_LOG_PATH", str(home / "dbt" / "logs"))
     os.environ["DBT_SEND_ANONYMOUS_USAGE_STATS"] = "false"
     os.environ["DO_NOT_TRACK"] = "1"
+    # The landing directories dbt reads in place (full loads): present, even empty.
+    paths()["devices_loads"].mkdir(parents=True, exist_ok=True)
+    # pseudonymize checks at compile time that a salt is configured (the SQL reads it
+    # from the session's conf, python_jobs/spark.py).
+    os.environ["LAKEHOUSE_PII_SALT"] = pii_salt()
 
 
 def target_of(args: list[str]) -> str:

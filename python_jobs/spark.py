@@ -151,6 +151,8 @@ def paths() -> dict[str, Path]:
         "ops": home / "ops",
         "checkpoints": home / "checkpoints",
         "landing": home / "landing",
+        # Full loads read in place by dbt (models/staging/reference): present, even empty.
+        "devices_loads": home / "landing" / "reference" / "devices",
         "tmp": home / "tmp",
     }
 
@@ -160,6 +162,23 @@ def ensure_directories() -> None:
     for name, path in paths().items():
         if name != "metastore":
             path.mkdir(parents=True, exist_ok=True)
+
+
+def pii_salt() -> str:
+    """The salt of `pseudonymize` (macros/pii): $LAKEHOUSE_PII_SALT, else a random one
+    made once per lakehouse and kept in $LAKEHOUSE_HOME/secrets/pii_salt (mode 0600),
+    so that pseudonyms stay stable across runs without a salt in the repository."""
+    salt = os.environ.get("LAKEHOUSE_PII_SALT", "")
+    if salt:
+        return salt
+    path = lakehouse_home() / "secrets" / "pii_salt"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        scratch = path.with_suffix(f".{os.getpid()}.tmp")
+        scratch.write_text(os.urandom(32).hex(), encoding="ascii")
+        scratch.chmod(0o600)
+        scratch.replace(path)
+    return path.read_text(encoding="ascii").strip()
 
 
 def launcher_environment() -> dict[str, str]:
@@ -237,6 +256,9 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
         # each in its own pool, so a topic's small jobs (its batch-log row, a check)
         # do not queue behind another topic's big parse job, as they would in FIFO.
         "spark.scheduler.mode": "FAIR",
+        # The pseudonymization salt, read by SQL as ${spark.lakehouse.pii_salt}: it never
+        # appears in compiled SQL, dbt's logs or the repository.
+        "spark.lakehouse.pii_salt": pii_salt(),
     }
     settings["spark.sql.catalogImplementation"] = "hive" if catalog else "in-memory"
     return settings

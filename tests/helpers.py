@@ -25,6 +25,7 @@ def reset_lakehouse(spark) -> None:
     for name in ("bronze", "ops", "checkpoints", "landing"):
         shutil.rmtree(p[name], ignore_errors=True)
         p[name].mkdir(parents=True)
+    p["devices_loads"].mkdir(parents=True)
     shutil.rmtree(p["home"] / "truth", ignore_errors=True)
     shutil.rmtree(p["home"] / "outbox", ignore_errors=True)
     # Delta caches table logs by path; the paths above were just deleted.

@@ -7,7 +7,7 @@ import base64
 import pytest
 
 
-def _compile_error(dbt, sql: str) -> str:
+def compile_error(dbt, sql: str) -> str:
     """The messages of the failure and of every exception in its chain."""
     result = dbt("compile", "--inline", sql, expect_fail=True)
     messages, error = [], result.exception
@@ -48,14 +48,14 @@ def _compile_error(dbt, sql: str) -> str:
     ],
 )
 def test_bad_macro_arguments_fail_compilation(dbt, call: str, message: str) -> None:
-    error = _compile_error(dbt, "select {{ " + call + " }}")
+    error = compile_error(dbt, "select {{ " + call + " }}")
     assert message in error
     assert "inline" in error  # the node being compiled is named
 
 
 @pytest.mark.parametrize("columns", ["'a'", "none", "[]"])
 def test_unique_combination_requires_a_list_of_columns(dbt, columns: str) -> None:
-    error = _compile_error(
+    error = compile_error(
         dbt, "{{ spark__test_unique_combination('some_model', " + columns + ") }}"
     )
     assert "unique_combination on some_model: `columns` must be a non-empty list" in error
@@ -137,5 +137,5 @@ MODEL = "{'schema': 'silver', 'alias': 'users'}"
     ],
 )
 def test_a_misconfigured_cdc_merge_model_fails_naming_it(dbt, config: str, message: str) -> None:
-    error = _compile_error(dbt, "{{ _cdc_merge_options(" + MODEL + ", " + config + ") }}")
+    error = compile_error(dbt, "{{ _cdc_merge_options(" + MODEL + ", " + config + ") }}")
     assert "cdc_merge (model silver.users): " + message in error

@@ -1,0 +1,14 @@
+{#-
+    The time a dbt snapshot records (dbt's `snapshot_get_time`, overridden for Spark):
+    var `snapshot_time` when given - the time the snapshotted data is as of, e.g. the
+    day of a full load, so that a device missing from that load is closed at that day
+    and not at the moment the snapshot happened to run - else the current time.
+-#}
+{% macro spark__snapshot_get_time() -%}
+    {%- set at = var('snapshot_time', none) -%}
+    {%- if at -%}
+        to_timestamp('{{ at | replace("'", "") }}')
+    {%- else -%}
+        current_timestamp()
+    {%- endif -%}
+{%- endmacro %}

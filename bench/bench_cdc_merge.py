@@ -58,6 +58,7 @@ SEED = 42
 LSN_BATCH = 10**12
 LSN_OFFSET = 10**9
 START = datetime(2024, 10, 7)
+START_MS = int((START - datetime(1970, 1, 1)).total_seconds() * 1000)
 
 
 # --- Change rows: pure DataFrame builders -------------------------------------------
@@ -92,7 +93,6 @@ def _with_values(frame, batch: int):
     from pyspark.sql import functions as F
 
     deleted = F.col("op") == "d"
-    started_ms = int((START - datetime(1970, 1, 1)).total_seconds() * 1000)
     values = {
         "name": F.concat(F.lit("name "), F.col("id"), F.lit(f" v{batch}."), F.col("k")),
         "email": F.concat(
@@ -102,7 +102,7 @@ def _with_values(frame, batch: int):
             "decimal(12,2)"
         ),
         "updated_at": F.timestamp_millis(
-            F.lit(started_ms + batch * 3_600_000) + F.col("lsn") % LSN_BATCH % 3_600_000
+            F.lit(START_MS + batch * 3_600_000) + F.col("lsn") % LSN_BATCH % 3_600_000
         ),
     }
     return frame.select(
@@ -222,13 +222,14 @@ class Part:
     failed: str = ""
 
 
-def run_model(target: Path, scale: int, model: str, *extra: str) -> Timing:
-    """`dbt run --select model` of the benchmark project, timed; raises if it fails."""
+def run_model(target: Path, scale: int, model: str, *extra: str, command: str = "run") -> Timing:
+    """`dbt run --select model` (or another `command`, e.g. `snapshot`) of the benchmark
+    project, timed; raises if it fails."""
     from python_jobs.run_dbt import invoke
 
     args = [
         "--quiet",
-        "run",
+        command,
         "--project-dir", str(PROJECT),
         "--target-path", str(target),
         "--vars", json.dumps({"bench_scale": scale}),
@@ -476,6 +477,30 @@ def project(done: list[tuple[int, float]], keys: int) -> float | None:
     return s2 + per_key * (keys - k2)
 
 
+def scratch_lakehouse(prefix: str) -> Path:
+    """A lakehouse of its own (catalog, warehouse, dbt target) in a new directory under
+    $LAKEHOUSE_HOME/tmp, set before the session starts: the user's lakehouse is never
+    touched. Returns the directory (the caller deletes it)."""
+    from python_jobs.spark import paths
+
+    paths()["tmp"].mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=prefix, dir=paths()["tmp"]))
+    os.environ["LAKEHOUSE_HOME"] = str(scratch / "home")
+    for name in ("DBT_TARGET_PATH", "DBT_LOG_PATH", "DBT_TARGET"):
+        os.environ.pop(name, None)
+    return scratch
+
+
+def open_lakehouse(scratch: Path):
+    """The session on the scratch lakehouse, its schemas created, and dbt's target path."""
+    from python_jobs.spark import get_spark
+
+    spark = get_spark()
+    for schema in ("silver", "ops"):
+        spark.sql(f"create schema if not exists {schema}")
+    return spark, scratch / "home" / "dbt" / "bench_target"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.bench_cdc_merge",
@@ -506,25 +531,12 @@ def main(argv: list[str] | None = None) -> int:
     if scales[0] != 1 or args.keys < 100 or args.batches < 1:
         parser.error("--scales must start with 1, --keys be >= 100, --batches >= 1")
 
-    from python_jobs.spark import paths
-
-    # A lakehouse of its own (catalog, warehouse, dbt target), set before the session
-    # starts: the user's lakehouse is never touched.
-    paths()["tmp"].mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="bench-cdc-merge-", dir=paths()["tmp"]))
-    os.environ["LAKEHOUSE_HOME"] = str(scratch / "home")
-    for name in ("DBT_TARGET_PATH", "DBT_LOG_PATH", "DBT_TARGET"):
-        os.environ.pop(name, None)
+    scratch = scratch_lakehouse("bench-cdc-merge-")
     started = time.monotonic()
     parts: list[Part] = []
     checks: list[str] = []
     try:
-        from python_jobs.spark import get_spark
-
-        spark = get_spark()
-        for schema in ("silver", "ops"):
-            spark.sql(f"create schema if not exists {schema}")
-        target = scratch / "home" / "dbt" / "bench_target"
+        spark, target = open_lakehouse(scratch)
         print(
             f"cdc_merge bench: {args.keys:,} keys at 1x, sizes {args.scales}, batches of "
             f"{args.keys // 100:,} keys, {args.batches} timed (+1 warm-up); scratch {scratch}"

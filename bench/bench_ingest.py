@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["LAKEHOUSE_HOME"] = str(scratch / "home")
     from python_jobs import bronze, ingest
     from python_jobs.spark import get_spark
+
     landing = scratch / "landing"
     try:
         started = time.monotonic()
@@ -90,8 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     assert read == lines, f"ingestion read {read} records, the copy {lines} lines"
     floor_rate, ingest_rate = lines / floor_seconds, read / ingest_seconds
     print(
-        f"floor:     {lines:,} lines copied in {floor_seconds:.1f} s "
-        f"= {floor_rate:,.0f} records/s"
+        f"floor:     {lines:,} lines copied in {floor_seconds:.1f} s = {floor_rate:,.0f} records/s"
     )
     print(
         f"ingestion: {read:,} records ({kept:,} Bronze, {dead:,} dead letters, "

@@ -139,7 +139,8 @@ def assert_stream_has_churn(landing: Path, truth: Path) -> None:
     assert '"op":"d"' in users
 
 
-@pytest.mark.parametrize("seed", ["7", "23"])
+# Two seeds in all: 7 here, 5 in the round-by-round test below (each run is minutes).
+@pytest.mark.parametrize("seed", ["7"])
 def test_current_state_equals_the_truth_after_a_chaotic_stream(
     spark, dbt, clean_lakehouse, simulate, seed: str
 ) -> None:

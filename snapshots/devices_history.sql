@@ -46,11 +46,11 @@
 
     final as (
         select
-            concat_ws('|', loads.type, loads.version) as device_key,
             loads.type,
             loads.version,
             loads.full_name,
-            cast(loads.load_date as timestamp) as loaded_at
+            cast(loads.load_date as timestamp) as loaded_at,
+            concat_ws('|', loads.type, loads.version) as device_key
         from loads
         inner join snapshotted_load on loads.load_date = snapshotted_load.load_date
     )

@@ -162,6 +162,11 @@ def ensure_directories() -> None:
     for name, path in paths().items():
         if name != "metastore":
             path.mkdir(parents=True, exist_ok=True)
+    # Hive's scratch directories, made here and not by each session: HiveServer2
+    # sessions opened at once (dbt's threads) raced to create them and failed
+    # ("Couldn't create directory .../hive-resources").
+    for name in ("hive", "hive-local", "hive-resources"):
+        (paths()["tmp"] / name).mkdir(parents=True, exist_ok=True)
 
 
 def pii_salt() -> str:
@@ -220,7 +225,11 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
         ),
         "spark.hadoop.hive.exec.scratchdir": str(p["tmp"] / "hive"),
         "spark.hadoop.hive.exec.local.scratchdir": str(p["tmp"] / "hive-local"),
-        "spark.hadoop.hive.downloaded.resources.dir": str(p["tmp"] / "hive-resources"),
+        # One directory per session (Hive's default is per session too): sessions
+        # that share one create and delete it under each other.
+        "spark.hadoop.hive.downloaded.resources.dir": (
+            str(p["tmp"] / "hive-resources") + "/${hive.session.id}_resources"
+        ),
         "spark.hadoop.hive.metastore.schema.verification": "false",
         # A laptop-sized driver: 2 cores share the work; memory for sorts and merges.
         "spark.driver.memory": os.environ.get("SPARK_DRIVER_MEMORY", "6g"),

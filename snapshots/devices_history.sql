@@ -25,13 +25,21 @@
     ),
 
     {%- set load_date = var('devices_load_date', none) %}
-    {#- An empty load would close every device: refused once the snapshot has data. -#}
-    {%- set guarded = load_date or (execute and load_relation(this) is not none) %}
+    {#- An empty load would close every device: refused when the snapshot has open
+        versions (or a load was asked for by date). -#}
+    {%- if load_date %}
+        {%- set refused = 'count(*) = 0' %}
+    {%- elif execute and load_relation(this) is not none %}
+        {%- set refused = 'count(*) = 0 and (select count(*) from ' ~ this
+            ~ ' where dbt_valid_to is null) > 0' %}
+    {%- else %}
+        {%- set refused = 'false' %}
+    {%- endif %}
 
     snapshotted_load as (
         select
             case
-                when {{ 'count(*) = 0' if guarded else 'false' }}
+                when {{ refused }}
                     then raise_error(
                         'devices_history: the devices load {{ load_date or "(latest)" }} has no '
                         || 'rows; snapshotting it would close every device. Nothing was changed.'

@@ -44,7 +44,7 @@ CURRENT_STATE = TABLES[:2]
 CHURN = ("--delete-rate", "0.15", "--reinsert-rate", "0.5", "--users", "150", "--articles", "80")
 # The silver models build side by side (the run log exists before they start).
 SELECT = ("--select", "+users", "+articles", "+users_history", "+articles_history")
-SELECT += ("--threads", "2")
+SELECT += ("--threads", "4")
 
 
 def _sort_key(row: tuple) -> list[tuple[bool, Any]]:

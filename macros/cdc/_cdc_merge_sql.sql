@@ -51,35 +51,39 @@
 {%- endmacro %}
 
 {#-
-    A new column of the model is added to the table (null for the rows already there)
+    A new column of the model is added to each table (null for the rows already there)
     without a full refresh. A column whose type changed, or a changed `sequence_by`,
     needs a full refresh: the run fails and says so.
 -#}
-{% macro _cdc_merge_add_columns(target, changes, columns, options) -%}
-    {%- set existing = {} -%}
-    {%- for column in _cdc_describe(target) -%}
-        {%- do existing.update({column.name | lower: column.type}) -%}
-    {%- endfor -%}
+{% macro _cdc_merge_add_columns(relations, changes, columns, options) -%}
     {%- set sequence_type = _cdc_sequence_type(changes, options) -%}
-    {%- if existing.get('_cdc_sequence') != sequence_type -%}
-        {{ _cdc_config_error(options.label, "sequence_by changed (the table's sequence is "
-            ~ existing.get('_cdc_sequence') ~ ", the model's " ~ sequence_type
-            ~ "); run with --full-refresh") }}
-    {%- endif -%}
-    {%- set added = [] -%}
-    {%- for column in columns.carried -%}
-        {%- set current = existing.get(column.name | lower) -%}
-        {%- if current is none -%}
-            {%- do added.append('`' ~ column.name ~ '` ' ~ column.type) -%}
-        {%- elif current != column.type -%}
-            {{ _cdc_config_error(options.label, "column '" ~ column.name ~ "' changed type from "
-                ~ current ~ " to " ~ column.type ~ "; run with --full-refresh") }}
+    {%- for relation in relations -%}
+        {%- set existing = {} -%}
+        {%- for column in _cdc_describe(relation) -%}
+            {%- do existing.update({column.name | lower: column.type}) -%}
+        {%- endfor -%}
+        {%- if existing.get('_cdc_sequence') != sequence_type -%}
+            {{ _cdc_config_error(options.label, "sequence_by changed (the table's sequence is "
+                ~ existing.get('_cdc_sequence') ~ ", the model's " ~ sequence_type
+                ~ "); run with --full-refresh") }}
+        {%- endif -%}
+        {%- set added = [] -%}
+        {%- for column in columns.carried -%}
+            {%- set current = existing.get(column.name | lower) -%}
+            {%- if current is none -%}
+                {%- do added.append('`' ~ column.name ~ '` ' ~ column.type) -%}
+            {%- elif current != column.type -%}
+                {{ _cdc_config_error(options.label, "column '" ~ column.name
+                    ~ "' changed type from " ~ current ~ " to " ~ column.type
+                    ~ "; run with --full-refresh") }}
+            {%- endif -%}
+        {%- endfor -%}
+        {%- if added -%}
+            {%- do run_query("alter table " ~ relation ~ " add columns ("
+                ~ added | join(', ') ~ ")") -%}
+            {{ log(options.label ~ ": added to " ~ relation ~ ": " ~ added | join(', '), info=true) }}
         {%- endif -%}
     {%- endfor -%}
-    {%- if added -%}
-        {%- do run_query("alter table " ~ target ~ " add columns (" ~ added | join(', ') ~ ")") -%}
-        {{ log(options.label ~ ": added to " ~ target ~ ": " ~ added | join(', '), info=true) }}
-    {%- endif -%}
 {%- endmacro %}
 
 {#-

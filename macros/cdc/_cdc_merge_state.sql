@@ -219,3 +219,25 @@
     {%- do run_query('drop view if exists ' ~ changes) -%}
     {%- do persist_docs(target, model) -%}
 {%- endmacro %}
+
+{#- A side table of the model's table: `<model><suffix>` (tombstones, quarantine, ...). -#}
+{% macro _cdc_side_relation(suffix) -%}
+    {{ return(this.incorporate(path={'identifier': this.identifier ~ suffix}, type='table')) }}
+{%- endmacro %}
+
+{#-
+    The start of both materializations: the model's rows, unfiltered, as the view
+    `changes` (its columns decide the table's), whether the table is built afresh, the
+    run log, and the run's execution time.
+-#}
+{% macro _cdc_merge_prepare(changes, sql, options, state) -%}
+    {%- do run_query('create or replace temporary view ' ~ changes ~ ' as ' ~ sql) -%}
+    {%- set prepared = {
+        'columns': _cdc_merge_columns(changes, options),
+        'fresh': _cdc_existing_is_delta(this, options) is none or should_full_refresh(),
+    } -%}
+    {%- do _cdc_merge_ensure_state(state) -%}
+    {%- do prepared.update(
+        {'execution_time': _cdc_merge_execution_time(var('execution_time', none))}) -%}
+    {{ return(prepared) }}
+{%- endmacro %}

@@ -24,10 +24,8 @@
 {% materialization cdc_history, adapter='spark' -%}
     {%- set options = _cdc_history_options(model, config) -%}
     {%- set target = this.incorporate(type='table') -%}
-    {%- set store = this.incorporate(
-        path={'identifier': this.identifier ~ '__changes'}, type='table') -%}
-    {%- set quarantine = this.incorporate(
-        path={'identifier': this.identifier ~ '__quarantine'}, type='table') -%}
+    {%- set store = _cdc_side_relation('__changes') -%}
+    {%- set quarantine = _cdc_side_relation('__quarantine') -%}
     {%- set state = _cdc_merge_state_relation() -%}
     {%- set changes = this.identifier ~ '__cdc_changes' -%}
     {%- set batch = this.identifier ~ '__cdc_batch' -%}
@@ -38,13 +36,11 @@
 
     {{ run_hooks(pre_hooks) }}
 
-    {%- do run_query('create or replace temporary view ' ~ changes ~ ' as ' ~ sql) -%}
-    {%- set columns = _cdc_merge_columns(changes, options) -%}
+    {%- set prepared = _cdc_merge_prepare(changes, sql, options, state) -%}
+    {%- set columns = prepared.columns -%}
     {%- do columns.update({'tracked': _cdc_history_tracked(columns, options)}) -%}
-
-    {%- set fresh = _cdc_existing_is_delta(this, options) is none or should_full_refresh() -%}
-    {%- do _cdc_merge_ensure_state(state) -%}
-    {%- set execution_time = _cdc_merge_execution_time(var('execution_time', none)) -%}
+    {%- set fresh = prepared.fresh -%}
+    {%- set execution_time = prepared.execution_time -%}
 
     {%- if fresh -%}
         {%- do _cdc_history_create(target, store, quarantine, changes, columns, options) -%}
@@ -53,9 +49,7 @@
         re-run window replaces its own rows there. -#}
     {%- set plan = _cdc_merge_plan(state, model_name, execution_time, fresh, 'cdc_history') -%}
     {%- do plan.update({'restore': none}) -%}
-    {%- for relation in (target, store) -%}
-        {%- do _cdc_merge_add_columns(relation, changes, columns, options) -%}
-    {%- endfor -%}
+    {%- do _cdc_merge_add_columns([target, store], changes, columns, options) -%}
 
     {%- set run = _cdc_merge_begin(state, model_name, execution_time, plan, changes,
         options, target, store) -%}

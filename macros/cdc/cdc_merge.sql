@@ -20,10 +20,8 @@
 {% materialization cdc_merge, adapter='spark' -%}
     {%- set options = _cdc_merge_options(model, config) -%}
     {%- set target = this.incorporate(type='table') -%}
-    {%- set tombstones = this.incorporate(
-        path={'identifier': this.identifier ~ '__tombstones'}, type='table') -%}
-    {%- set quarantine = this.incorporate(
-        path={'identifier': this.identifier ~ '__quarantine'}, type='table') -%}
+    {%- set tombstones = _cdc_side_relation('__tombstones') -%}
+    {%- set quarantine = _cdc_side_relation('__quarantine') -%}
     {%- set state = _cdc_merge_state_relation() -%}
     {%- set changes = this.identifier ~ '__cdc_changes' -%}
     {%- set batch = this.identifier ~ '__cdc_batch' -%}
@@ -31,20 +29,17 @@
 
     {{ run_hooks(pre_hooks) }}
 
-    {#- The model's rows, unfiltered, as a view: its columns decide the table's. -#}
-    {%- do run_query('create or replace temporary view ' ~ changes ~ ' as ' ~ sql) -%}
-    {%- set columns = _cdc_merge_columns(changes, options) -%}
-
-    {%- set fresh = _cdc_existing_is_delta(this, options) is none or should_full_refresh() -%}
-    {%- do _cdc_merge_ensure_state(state) -%}
-    {%- set execution_time = _cdc_merge_execution_time(var('execution_time', none)) -%}
+    {%- set prepared = _cdc_merge_prepare(changes, sql, options, state) -%}
+    {%- set columns = prepared.columns -%}
+    {%- set fresh = prepared.fresh -%}
+    {%- set execution_time = prepared.execution_time -%}
 
     {%- if fresh -%}
         {%- do _cdc_merge_create(target, tombstones, quarantine, changes, columns, options) -%}
     {%- endif -%}
     {%- set plan = _cdc_merge_plan(state, model_name, execution_time, fresh) -%}
     {%- do _cdc_merge_apply_restore(target, tombstones, plan) -%}
-    {%- do _cdc_merge_add_columns(target, changes, columns, options) -%}
+    {%- do _cdc_merge_add_columns([target], changes, columns, options) -%}
 
     {%- set run = _cdc_merge_begin(state, model_name, execution_time, plan, changes,
         options, target, tombstones) -%}

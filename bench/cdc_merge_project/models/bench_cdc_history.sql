@@ -20,17 +20,4 @@
     exclude_columns=['op', 'lsn', '_ingested_at'],
 ) }}
 
-with changes as (
-    select
-        id,
-        op,
-        lsn,
-        name,
-        email,
-        amount,
-        updated_at,
-        _ingested_at
-    from {{ source('bench', 'cdc_input') }}
-)
-
-select * from changes
+select * from {{ ref('bench_changes') }}

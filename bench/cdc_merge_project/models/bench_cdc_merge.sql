@@ -6,17 +6,4 @@
     sequence_by=['lsn'],
 ) }}
 
-with changes as (
-    select
-        id,
-        op,
-        lsn,
-        name,
-        email,
-        amount,
-        updated_at,
-        _ingested_at
-    from {{ source('bench', 'cdc_input') }}
-)
-
-select * from changes
+select * from {{ ref('bench_changes') }}

@@ -13,16 +13,7 @@
 ) }}
 
 with changes as (
-    select
-        id,
-        op,
-        lsn,
-        name,
-        email,
-        amount,
-        updated_at,
-        _ingested_at
-    from {{ source('bench', 'cdc_input') }}
+    select * from {{ ref('bench_changes') }}
     {% if is_incremental() %}
         where _ingested_at > (select max(_ingested_at) from {{ this }})
     {% endif %}

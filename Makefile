@@ -102,8 +102,10 @@ lint: setup
 	$(VENV)/bin/ruff check python_jobs tests bench
 	$(PY) -m python_jobs.lint
 
+# Two workers, whole files each (a file's fixtures build once); each worker has its own
+# LAKEHOUSE_HOME and Spark session (tests/conftest.py). PYTEST_ARGS="-n 0" runs serially.
 test: setup lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 clean:
 	rm -rf "$(LAKEHOUSE_HOME)"

@@ -23,6 +23,9 @@ _HOME = Path(tempfile.mkdtemp(prefix="lakehouse-test-"))
 os.environ["LAKEHOUSE_HOME"] = str(_HOME)
 for _var in ("DBT_TARGET_PATH", "DBT_LOG_PATH", "DBT_TARGET"):
     os.environ.pop(_var, None)
+# Test data is small, and two workers (make test) each run a driver beside the jobs
+# and servers their tests start: a smaller heap than the 6g default leaves room.
+os.environ.setdefault("SPARK_DRIVER_MEMORY", "3g")
 
 
 @pytest.fixture(scope="session")

@@ -56,13 +56,14 @@
     needs a full refresh: the run fails and says so.
 -#}
 {% macro _cdc_merge_add_columns(relations, changes, columns, options) -%}
-    {%- set sequence_type = _cdc_sequence_type(changes, options) -%}
+    {%- set sequence_type = _cdc_sequence_type(changes, options)
+        if options.get('sequence_by') else none -%}
     {%- for relation in relations -%}
         {%- set existing = {} -%}
         {%- for column in _cdc_describe(relation) -%}
             {%- do existing.update({column.name | lower: column.type}) -%}
         {%- endfor -%}
-        {%- if existing.get('_cdc_sequence') != sequence_type -%}
+        {%- if sequence_type is not none and existing.get('_cdc_sequence') != sequence_type -%}
             {{ _cdc_config_error(options.label, "sequence_by changed (the table's sequence is "
                 ~ existing.get('_cdc_sequence') ~ ", the model's " ~ sequence_type
                 ~ "); run with --full-refresh") }}
@@ -151,17 +152,24 @@
 
 {#- Quarantined rows replace those of the same window: a re-run does not add copies. -#}
 {% macro _cdc_merge_quarantine_sql(quarantine, batch, columns, options, window, execution_time) -%}
+    {{ _quarantine_window_insert_sql(quarantine, batch, options, window, execution_time,
+        ["_cdc_quarantine_reason as reason", "_cdc_record as record",
+         "_cdc_window_value as window_value"],
+        "_cdc_quarantine_reason is not null") }}
+{%- endmacro %}
+
+{#- Inserts the batch's rows matching `condition` into a quarantine table, replacing
+    those of the same window; `selected`: the leading columns, then the run's. -#}
+{% macro _quarantine_window_insert_sql(quarantine, batch, options, window, execution_time, selected, condition) -%}
     insert into {{ quarantine }}
     replace where {{ window.predicate | replace('`' ~ options.window_column ~ '`', 'window_value') }}
     select
-        _cdc_quarantine_reason as reason,
-        _cdc_record as record,
-        _cdc_window_value as window_value,
+        {{ selected | join(',\n        ') }},
         timestamp'{{ execution_time }}' as execution_time,
         '{{ invocation_id }}' as invocation_id,
         current_timestamp() as quarantined_at
     from {{ batch }}
-    where _cdc_quarantine_reason is not null
+    where {{ condition }}
 {%- endmacro %}
 
 {#- A truncate empties the table as of its position: rows older than it go. -#}

@@ -17,11 +17,5 @@
     source_lsn as _source_lsn,
     source_tx_id as _source_tx_id,
     coalesce(source_snapshot, 'false') != 'false' as _is_snapshot,
-    _topic,
-    _partition,
-    _offset,
-    _source_file,
-    _line_number,
-    _ingested_at,
-    _batch_id
+    {{ ingestion_metadata() }}
 {%- endmacro %}

@@ -1,0 +1,129 @@
+{#-
+    The `filtered_append` materialization: the Filter Interceptor and the Windowed
+    Deduplicator over an append-only stream of events.
+
+        {{ config(
+            materialized='filtered_append',
+            filters=[{'name': 'missing_page', 'condition': "coalesce(trim(page), '') != ''"}],
+            filter_mode='all',
+            unique_key=['visit_id'],
+            dedup_order_by=['_ingested_at', '_source_file', '_line_number'],
+        ) }}
+        select visit_id, page, _ingested_at, _source_file, _line_number
+        from {{ ref('stg_blog__visits') }}
+
+    Each run reads the model's rows ingested since the last run (`window_column`, a
+    recorded high-water mark in `ops.cdc_merge_runs`, as for `cdc_merge`), labels them
+    once with `filter_interceptor` (cached), and from that one computation:
+    - appends the rows that pass every filter (with `unique_key`: one per key, the
+      first by `dedup_order_by`, and only keys not in the table yet: duplicates within
+      and across batches go);
+    - keeps the rejected rows in `<model>__quarantine` (the first failing filter as
+      `reason`, every failing filter in `all` mode, the row as JSON);
+    - appends one row per filter (and one for the duplicates) to `ops.filter_stats`,
+      zero counts included, once the table is written.
+    `exclude_columns` are seen by the filters and kept in the quarantine's record but
+    not written to the table. Re-running an execution time restores the table to its
+    version before that window and processes the window again (a backfill).
+-#}
+{% materialization filtered_append, adapter='spark' -%}
+    {%- set options = _filtered_append_options(model, config) -%}
+    {%- set target = this.incorporate(type='table') -%}
+    {%- set quarantine = _cdc_side_relation('__quarantine') -%}
+    {%- set state = _cdc_merge_state_relation() -%}
+    {%- set changes = this.identifier ~ '__filter_input' -%}
+    {%- set batch = this.identifier ~ '__filter_batch' -%}
+    {%- set model_name = target.schema ~ '.' ~ target.identifier -%}
+
+    {{ run_hooks(pre_hooks) }}
+
+    {%- set prepared = _cdc_merge_prepare(changes, sql, options, state) -%}
+    {%- set columns = prepared.columns -%}
+    {%- set execution_time = prepared.execution_time -%}
+    {%- do _filter_stats_ensure() -%}
+    {%- if prepared.fresh -%}
+        {%- do _cdc_create_tables([
+            (target, _cdc_column_definitions(columns.carried)),
+            (quarantine, _filter_quarantine_definition()),
+        ]) -%}
+    {%- endif -%}
+    {%- set plan = _cdc_merge_plan(state, model_name, execution_time, prepared.fresh,
+        'filtered_append') -%}
+    {%- do _cdc_merge_apply_restore(target, quarantine, plan) -%}
+    {%- do _cdc_merge_add_columns([target], changes, columns, options) -%}
+
+    {%- set run = _cdc_merge_begin(state, model_name, execution_time, plan, changes,
+        options, target, quarantine) -%}
+    {%- set window = run.window -%}
+    {%- set counts = {'total': 0, 'kept': 0, 'filters': []} -%}
+    {%- set duplicates = {'removed': 0} -%}
+    {%- if window.is_empty -%}
+        {%- for filter in options.filters -%}
+            {%- do counts.filters.append({'name': filter.name, 'position': loop.index,
+                'kind': 'filter', 'rejected': 0, 'failed': 0, 'total': 0}) -%}
+        {%- endfor -%}
+    {%- else -%}
+        {%- do _cdc_cache(batch, filter_interceptor(
+            "(select * from " ~ changes ~ " where " ~ window.predicate ~ ")",
+            options.filters, options.filter_mode, options.label)) -%}
+        {%- do counts.update(_filter_batch_counts(batch, options.filters)) -%}
+        {%- if counts.total > counts.kept or plan.kind == 'rerun' -%}
+            {%- do run_query(_filter_quarantine_sql(
+                quarantine, batch, columns, options, window, execution_time)) -%}
+        {%- endif -%}
+        {%- call statement('main', fetch_result=true) -%}
+            {{ _filter_append_sql(target, batch, columns, options) }}
+        {%- endcall -%}
+        {%- if options.unique_key -%}
+            {%- set metrics = load_result('main').table -%}
+            {%- set inserted = metrics[0][metrics.column_names.index('num_inserted_rows')] | int -%}
+            {%- do duplicates.update({'removed': counts.kept - inserted}) -%}
+        {%- endif -%}
+        {%- do _cdc_uncache(batch) -%}
+    {%- endif -%}
+    {%- set stats = counts.filters -%}
+    {%- if options.unique_key -%}
+        {%- do stats.append({'name': 'duplicate_' ~ options.unique_key | join('_'),
+            'position': stats | length + 1, 'kind': 'deduplicate',
+            'rejected': duplicates.removed, 'failed': duplicates.removed,
+            'total': counts.kept}) -%}
+    {%- endif -%}
+    {%- do _filter_stats_insert(stats, execution_time, window) -%}
+
+    {%- do _cdc_merge_end(state, model_name, execution_time, plan, run, target, quarantine,
+        {'changes': counts.total, 'quarantined': counts.total - counts.kept}, changes) -%}
+    {{ run_hooks(post_hooks) }}
+    {{ return({'relations': [target]}) }}
+{%- endmaterialization %}
+
+{% materialization filtered_append, default -%}
+    {{ _raise_unsupported_adapter('filtered_append') }}
+{%- endmaterialization %}
+
+{#- The model's filtered_append configuration, validated, with defaults filled in (in
+    the shape the shared cdc helpers read). -#}
+{% macro _filtered_append_options(model, config) -%}
+    {%- set label = "filtered_append (model " ~ model.schema ~ '.' ~ model.alias ~ ")" -%}
+    {%- set unique_key = config.get('unique_key') -%}
+    {%- set options = {
+        'model': model.schema ~ '.' ~ model.alias,
+        'label': label,
+        'filters': config.get('filters'),
+        'filter_mode': config.get('filter_mode', 'first'),
+        'unique_key': [] if unique_key is none else _cdc_as_list(unique_key, 'unique_key', label),
+        'window_column': config.get('window_column', '_ingested_at'),
+        'exclude_columns': config.get('exclude_columns', []),
+        'delete_mode': 'hard',
+        'reserved': ['_filter_flags', '_filter_failed', '_filter_failures'],
+    } -%}
+    {%- do _filter_validate(options.filters, options.filter_mode, label) -%}
+    {%- if options.unique_key -%}
+        {%- do options.update({'dedup_order_by': _cdc_as_list(
+            config.get('dedup_order_by'), 'dedup_order_by', label)}) -%}
+    {%- endif -%}
+    {%- if options.exclude_columns is string -%}
+        {{ _cdc_config_error(label, "exclude_columns must be a list of column names, got '"
+            ~ options.exclude_columns ~ "'") }}
+    {%- endif -%}
+    {{ return(options) }}
+{%- endmacro %}

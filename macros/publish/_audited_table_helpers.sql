@@ -1,0 +1,150 @@
+{#- Private helpers of the audited_table materialization. -#}
+
+{#- The enforced contract's constraints: not-null columns and named check expressions
+    (column-level and model-level); none without an enforced contract. -#}
+{% macro _awap_constraints(model) -%}
+    {%- set found = {'not_null': [], 'checks': []} -%}
+    {%- if not config.get('contract').enforced -%}
+        {{ return(found) }}
+    {%- endif -%}
+    {%- for name, column in model.columns.items() -%}
+        {%- for constraint in column.constraints -%}
+            {%- if constraint.type == 'not_null' -%}
+                {%- do found.not_null.append(column.name) -%}
+            {%- elif constraint.type == 'check' -%}
+                {%- do found.checks.append({
+                    'name': constraint.name or (column.name ~ '_check_' ~ loop.index),
+                    'expression': constraint.expression}) -%}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endfor -%}
+    {%- for constraint in model.constraints -%}
+        {%- if constraint.type == 'not_null' -%}
+            {%- do found.not_null.extend(constraint.columns) -%}
+        {%- elif constraint.type == 'check' -%}
+            {%- do found.checks.append({
+                'name': constraint.name or (this.identifier ~ '_check_' ~ loop.index),
+                'expression': constraint.expression}) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(found) }}
+{%- endmacro %}
+
+{#- Column definitions with NOT NULL where the contract says so. -#}
+{% macro _awap_definition(columns, constraints) -%}
+    {%- set required = constraints.not_null | map('lower') | list -%}
+    {%- set definitions = [] -%}
+    {%- for column in columns -%}
+        {%- do definitions.append('`' ~ column.name ~ '` ' ~ column.type
+            ~ (' not null' if column.name | lower in required else '')) -%}
+    {%- endfor -%}
+    {{ return(definitions | join(', ')) }}
+{%- endmacro %}
+
+{#- Sets the table's check constraints to the contract's (a replaced table may keep
+    the old ones). -#}
+{% macro _awap_add_checks(relation, constraints) -%}
+    {%- for name in _awap_current_checks(relation) -%}
+        {%- do run_query("alter table " ~ relation ~ " drop constraint if exists `" ~ name ~ "`") -%}
+    {%- endfor -%}
+    {%- for check in constraints.checks -%}
+        {%- do run_query("alter table " ~ relation ~ " add constraint `" ~ check.name
+            ~ "` check (" ~ check.expression ~ ")") -%}
+    {%- endfor -%}
+{%- endmacro %}
+
+{#- The table's check constraints: {name: expression}. -#}
+{% macro _awap_current_checks(relation) -%}
+    {%- set checks = {} -%}
+    {%- for row in run_query("show tblproperties " ~ relation) -%}
+        {%- if row[0].startswith('delta.constraints.') -%}
+            {%- do checks.update({row[0][18:]: row[1]}) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(checks) }}
+{%- endmacro %}
+
+{#- Whether publishing must replace the table: it is missing or not Delta, a full
+    refresh, or its columns or check constraints differ from the model's. -#}
+{% macro _awap_needs_replace(target, columns, constraints) -%}
+    {%- set existing = load_relation(target) -%}
+    {%- if existing is none or not existing.is_delta or should_full_refresh() -%}
+        {{ return(true) }}
+    {%- endif -%}
+    {%- if _cdc_describe(target) != columns -%}
+        {{ return(true) }}
+    {%- endif -%}
+    {%- set desired = {} -%}
+    {%- for check in constraints.checks -%}
+        {%- do desired.update({check.name | lower: check.expression}) -%}
+    {%- endfor -%}
+    {{ return(_awap_current_checks(target) != desired) }}
+{%- endmacro %}
+
+{#- The declared audits: a list of {name, condition}; every row must satisfy each. -#}
+{% macro _awap_declared_audits(audits, label) -%}
+    {%- if audits is string or audits is mapping or audits is not sequence -%}
+        {{ exceptions.raise_compiler_error(label ~ ": audits must be a list of "
+            ~ "{name, condition}, got " ~ audits) }}
+    {%- endif -%}
+    {%- for audit in audits -%}
+        {%- if audit is not mapping or not audit.get('name')
+            or not (audit.get('condition') is string and audit.condition | trim) -%}
+            {{ exceptions.raise_compiler_error(label ~ ": audit " ~ loop.index
+                ~ " needs a name and a non-empty condition, got " ~ audit) }}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(audits) }}
+{%- endmacro %}
+
+{#-
+    Runs the audits on `relation` and returns the blocking failures as text. The
+    model's generic data tests are called with `relation` as their model; a test whose
+    arguments hold Jinja (e.g. a relationships test's `ref`) runs after publication as
+    usual, not here. Warn-severity failures are logged.
+-#}
+{% macro _awap_run_audits(relation, audits, label) -%}
+    {%- set failed = [] -%}
+    {%- for audit in audits -%}
+        {%- set failures = run_query("select count_if((" ~ audit.condition ~ ") is not true) from "
+            ~ relation)[0][0] | int -%}
+        {%- if failures > 0 -%}
+            {%- do failed.append("audit " ~ audit.name ~ " (" ~ failures
+                ~ " rows fail: " ~ audit.condition ~ ")") -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- for node in graph.nodes.values()
+        if node.resource_type == 'test' and node.get('attached_node') == model.unique_id
+        and node.get('test_metadata') -%}
+        {%- set meta = node.test_metadata -%}
+        {%- set kwargs = {} -%}
+        {%- set runnable = {'ok': true} -%}
+        {%- for key, value in meta.kwargs.items() if key != 'model' -%}
+            {%- if value is string and '{{' in value -%}
+                {%- do runnable.update({'ok': false}) -%}
+            {%- endif -%}
+            {%- do kwargs.update({key: value}) -%}
+        {%- endfor -%}
+        {%- set test_macro = context.get('test_' ~ meta.name) -%}
+        {%- if runnable.ok and test_macro is not none -%}
+            {%- set where = node.config.get('where') -%}
+            {%- do kwargs.update({'model': relation if not where
+                else "(select * from " ~ relation ~ " where " ~ where ~ ") as audit_subquery"}) -%}
+            {%- set test_sql = test_macro(**kwargs) -%}
+            {%- set fail_calc = node.config.get('fail_calc', 'count(*)') -%}
+            {%- set row = run_query(
+                "select " ~ fail_calc ~ ", coalesce((" ~ fail_calc ~ ") "
+                ~ node.config.get('error_if', '!= 0') ~ ", false), coalesce((" ~ fail_calc ~ ") "
+                ~ node.config.get('warn_if', '!= 0') ~ ", false) from (" ~ test_sql
+                ~ ") as audit_test")[0] -%}
+            {%- set blocking = row[1] and node.config.get('severity', 'error') | lower == 'error' -%}
+            {%- if blocking -%}
+                {%- do failed.append("test " ~ node.name ~ " (" ~ row[0] ~ " failures)") -%}
+            {%- elif row[2] -%}
+                {{ log(label ~ ": audit warning: test " ~ node.name ~ " (" ~ row[0]
+                    ~ " failures)", info=true) }}
+            {%- endif -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return(failed) }}
+{%- endmacro %}

@@ -1,0 +1,82 @@
+{#-
+    The `audited_table` materialization: Audit-Write-Audit-Publish for a table model.
+
+        {{ config(materialized='audited_table',
+                  audits=[{'name': 'positive_visits', 'condition': 'visits > 0'}]) }}
+
+    1. Write: the model's rows go to `<model>__staging`, a Delta table created with the
+       model's enforced contract (column types, `not_null` and `check` constraints as
+       Delta constraints), so a row that violates them is rejected by the storage.
+    2. Audit: the model's own data tests (generic tests whose arguments are plain
+       values: unique, not_null, accepted_values, the scd2_* tests, ...) and the
+       declared `audits` (conditions every row must satisfy) run on the staging table.
+       Error-severity failures (dbt's `error_if`, `where` and `fail_calc` apply) stop the
+       run with the reasons, and the published table stays exactly as it was (same
+       Delta version); the staging table is left for inspection.
+    3. Publish: the staging rows replace the published table's in one commit
+       (`insert overwrite`, which the table's own constraints check again). A new table,
+       or one whose columns or check constraints changed, is first replaced by the
+       contract's definition (open-source Delta sets NOT NULL only at creation and CHECK
+       only by ALTER), so that publication takes a few commits, readers seeing an empty
+       table in between. A new `not_null` on an existing table needs --full-refresh.
+-#}
+{% materialization audited_table, adapter='spark' -%}
+    {%- set label = "audited_table (model " ~ this.schema ~ '.' ~ this.identifier ~ ")" -%}
+    {%- set target = this.incorporate(type='table') -%}
+    {%- set staging = this.incorporate(path={'identifier': this.identifier ~ '__staging'},
+        type='table') -%}
+    {%- set input = this.identifier ~ '__audit_input' -%}
+    {%- set audits = _awap_declared_audits(config.get('audits', []), label) -%}
+
+    {{ run_hooks(pre_hooks) }}
+
+    {%- if config.get('contract').enforced -%}
+        {{ get_assert_columns_equivalent(sql) }}
+    {%- endif -%}
+    {%- do run_query('create or replace temporary view ' ~ input ~ ' as ' ~ sql) -%}
+    {%- set columns = _cdc_describe(input) -%}
+    {%- set constraints = _awap_constraints(model) -%}
+
+    {#- 1. Write into staging, under the contract's constraints. -#}
+    {%- set definition = _awap_definition(columns, constraints) -%}
+    {%- do _cdc_create_tables([(staging, definition)]) -%}
+    {%- do _awap_add_checks(staging, constraints) -%}
+    {%- do run_query("insert into " ~ staging ~ " select " ~ _cdc_column_list(columns)
+        ~ " from " ~ input) -%}
+    {%- do run_query('drop view if exists ' ~ input) -%}
+
+    {#- 2. Audit the staging table. -#}
+    {%- set failed = _awap_run_audits(staging, audits, label) -%}
+    {%- if failed -%}
+        {%- set existing = load_relation(target) -%}
+        {{ exceptions.raise_compiler_error(label ~ ": not published, audits failed: "
+            ~ failed | join('; ') ~ ". "
+            ~ (target ~ " is unchanged at version " ~ _delta_version(target)
+               if existing is not none else target ~ " was not created")
+            ~ "; the rejected candidate is in " ~ staging ~ ".") }}
+    {%- endif -%}
+
+    {#- 3. Publish: one commit, or (new table, changed columns or checks) the table is
+        replaced with the contract's definition first. -#}
+    {%- if _awap_needs_replace(target, columns, constraints) -%}
+        {%- set existing = load_relation(target) -%}
+        {%- if existing is not none and not existing.is_delta -%}
+            {%- do adapter.drop_relation(existing) -%}
+        {%- endif -%}
+        {%- do run_query("create or replace table " ~ target ~ " (" ~ definition
+            ~ ") using delta") -%}
+        {%- do _awap_add_checks(target, constraints) -%}
+    {%- endif -%}
+    {%- call statement('main') -%}
+        insert overwrite table {{ target }}
+        select {{ _cdc_column_list(columns) }} from {{ staging }}
+    {%- endcall -%}
+    {%- do run_query('drop table if exists ' ~ staging) -%}
+    {%- do persist_docs(target, model) -%}
+    {{ run_hooks(post_hooks) }}
+    {{ return({'relations': [target]}) }}
+{%- endmaterialization %}
+
+{% materialization audited_table, default -%}
+    {{ _raise_unsupported_adapter('audited_table') }}
+{%- endmaterialization %}

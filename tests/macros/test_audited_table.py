@@ -1,0 +1,115 @@
+"""The audited_table materialization (Audit-Write-Audit-Publish) and enforced contracts.
+
+The scenario model `audited_scores` (cdc_merge_project/models/audited) reads
+`silver.awap_input`; it has an enforced contract (id not null, a check `score >= 0`), a
+`unique` test on id, a warn-only `not_null` test on name and a declared audit
+`score < 1000`. Clean data publishes in one commit; a failing audit or a constraint
+violation leaves the published table at the same Delta version, still readable.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.macros.test_cdc_merge import run_project
+
+TABLE = "silver.audited_scores"
+CLEAN = [(1, "ada", 10), (2, "bob", 20)]
+CLEAN_2 = [(1, "ada", 11), (2, "bob", 20), (3, "cy", 30)]
+
+
+def write_input(spark, rows) -> None:
+    spark.createDataFrame(rows, "id int, name string, score int").write.format("delta").mode(
+        "overwrite"
+    ).saveAsTable("silver.awap_input")
+
+
+def build(dbt, lakehouse_home, expect_fail=False):
+    return run_project(
+        dbt, lakehouse_home, {}, "--select", "audited_scores", expect_fail=expect_fail
+    )
+
+
+def published(spark) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.table(TABLE).collect())
+
+
+def version(spark) -> int:
+    return spark.sql(f"describe history {TABLE} limit 1").collect()[0]["version"]
+
+
+def failure(result) -> str:
+    return " ".join(str(r.message) for r in result.result.results)
+
+
+@pytest.fixture(scope="module")
+def first_build(spark, dbt, lakehouse_home):
+    spark.sql("create schema if not exists silver")
+    spark.sql(f"drop table if exists {TABLE}")
+    write_input(spark, CLEAN)
+    build(dbt, lakehouse_home)
+    yield
+    for name in (TABLE, TABLE + "__staging", "silver.awap_input"):
+        spark.sql(f"drop table if exists {name}")
+
+
+def test_clean_data_publishes_in_one_commit(spark, dbt, lakehouse_home, first_build) -> None:
+    assert published(spark) == CLEAN
+    properties = dict((r[0], r[1]) for r in spark.sql(f"show tblproperties {TABLE}").collect())
+    assert properties["delta.constraints.score_not_negative"] == "score >= 0"
+    before = version(spark)
+    write_input(spark, CLEAN_2)
+    build(dbt, lakehouse_home)
+    assert published(spark) == CLEAN_2
+    assert version(spark) == before + 1
+    last = spark.sql(f"describe history {TABLE} limit 1").collect()[0]
+    assert (last["operation"], last["operationParameters"]["mode"]) == ("WRITE", "Overwrite")
+    assert not spark.catalog.tableExists(TABLE + "__staging")
+
+
+@pytest.mark.parametrize(
+    ("rows", "reason"),
+    [
+        ([(1, "ada", 10), (1, "eve", 12)], "test unique_audited_scores_id (1 failures)"),
+        ([(1, "ada", 5000)], "audit score_below_1000 (1 rows fail: score < 1000)"),
+    ],
+    ids=["unique-test", "declared-audit"],
+)
+def test_a_failing_audit_leaves_the_published_version(
+    spark, dbt, lakehouse_home, first_build, rows, reason
+) -> None:
+    rows_before, before = published(spark), version(spark)
+    write_input(spark, rows)
+    message = failure(build(dbt, lakehouse_home, expect_fail=True))
+    assert "audited_table (model silver.audited_scores): not published, audits failed" in message
+    assert reason in message
+    assert f"silver.audited_scores is unchanged at version {before}" in message
+    assert (published(spark), version(spark)) == (rows_before, before)
+    # The candidate stays for inspection.
+    assert sorted(tuple(r) for r in spark.table(TABLE + "__staging").collect()) == sorted(rows)
+
+
+@pytest.mark.parametrize(
+    ("rows", "violation"),
+    [([(4, "dan", -1)], "score_not_negative"), ([(None, "dan", 1)], "NOT NULL")],
+    ids=["check", "not-null"],
+)
+def test_a_constraint_violation_is_rejected_by_the_storage(
+    spark, dbt, lakehouse_home, first_build, rows, violation
+) -> None:
+    rows_before, before = published(spark), version(spark)
+    write_input(spark, rows)
+    assert violation in failure(build(dbt, lakehouse_home, expect_fail=True))
+    assert (published(spark), version(spark)) == (rows_before, before)
+    # The published table enforces the same constraints on any writer.
+    values = ", ".join("null" if v is None else repr(v) for v in rows[0])
+    with pytest.raises(Exception, match=violation):
+        spark.sql(f"insert into {TABLE} values ({values})")
+    assert (published(spark), version(spark)) == (rows_before, before)
+
+
+def test_a_warning_does_not_block_publication(spark, dbt, lakehouse_home, first_build) -> None:
+    rows = [(1, None, 10), (2, "bob", 20)]
+    write_input(spark, rows)
+    build(dbt, lakehouse_home)
+    assert published(spark) == sorted(rows, key=lambda r: r[0])

@@ -1,0 +1,223 @@
+"""silver.visits: the contract's five filters, quarantine, statistics and deduplication.
+
+Visit records are written to Bronze through the ingestion job's own transforms
+(classify, decorate), with a chosen ingestion time, then `dbt run` builds silver.visits
+with an execution time per round:
+
+1. one batch with a row for each filter (and NULL and whitespace variants, a row failing
+   several filters, the 5-minute boundary of `future_event_time`), a duplicate and a
+   line that is not JSON (a dead letter that the filters never see);
+2. a later batch with a copy of a visit from batch 1, a duplicate within the batch and a
+   visit three days late;
+3. nothing new: every statistic is written, with zeros;
+4. round 2's execution time again: a backfill, which gives round 2's result again.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+ROUND_1 = datetime(2024, 10, 7, 10, 0, tzinfo=UTC)
+ROUND_2 = datetime(2024, 10, 8, 10, 0, tzinfo=UTC)
+FILTERS = [
+    "missing_visit_id",
+    "unparseable_event_time",
+    "future_event_time",
+    "missing_page",
+    "unsupported_device",
+]
+
+
+def visit(visit_id="v1", **changes) -> str:
+    """A visit record as the front end sends it; `changes` override fields, and a
+    field set to `...` is left out."""
+    record = {
+        "visit_id": visit_id,
+        "event_time": "2024-10-07T09:00:00.000Z",
+        "user_id": 7,
+        "article_id": 100,
+        "page": "/articles/100",
+        "device_type": "mobile",
+        "device_version": "17",
+        "referrer": "https://t.co/",
+    }
+    record.update(changes)
+    return json.dumps({k: v for k, v in record.items() if v is not ...})
+
+
+BATCH_1 = [  # line 1 first
+    visit(),  # 1 kept
+    visit(device_version="18"),  # 2 duplicate of line 1: the first ingested copy wins
+    visit(""),  # 3 missing_visit_id (empty)
+    visit(..., device_type="tv"),  # 4 missing_visit_id (absent), also unsupported_device
+    visit("   "),  # 5 missing_visit_id (blank)
+    visit("v6", event_time="yesterday"),  # 6 unparseable_event_time (then future: NULL)
+    visit("v7", event_time=...),  # 7 unparseable_event_time (absent)
+    visit("v8", event_time="2024-10-07T10:05:01Z"),  # 8 future: 5 min 1 s after ingestion
+    visit("v9", event_time="2024-10-07T10:05:00Z"),  # 9 kept: exactly 5 minutes
+    visit("v10", page=""),  # 10 missing_page
+    visit("v11", page=...),  # 11 missing_page (absent)
+    visit("v12", device_type="tv"),  # 12 unsupported_device
+    visit("v13", device_type=None),  # 13 unsupported_device (NULL)
+    visit("v14", event_time="yesterday", page="", device_type="console"),  # 14 four filters
+    visit("v15", user_id=None, referrer=None, device_type="tablet"),  # 15 kept, anonymous
+    '{"visit_id": "v16", "event_time": "2024-10-07T09:00:00Z"',  # 16 not JSON: dead letter
+]
+BATCH_2 = [
+    visit(device_version="19"),  # 1 copy of v1 from batch 1: removed
+    visit("v3", device_type="desktop"),  # 2 kept
+    visit("v3", device_type="desktop"),  # 3 exact duplicate of line 2
+    visit("v4", event_time="2024-10-05T08:00:00Z"),  # 4 kept, three days late
+    visit("v5", event_time="2099-01-01T00:00:00Z"),  # 5 future_event_time
+]
+
+# (filter, rejected_rows: first failing filter, failed_rows: every failing, total_rows)
+STATS_1 = [
+    ("missing_visit_id", 3, 3, 15),
+    ("unparseable_event_time", 3, 3, 15),
+    ("future_event_time", 1, 4, 15),
+    ("missing_page", 2, 3, 15),
+    ("unsupported_device", 2, 4, 15),
+    ("duplicate_visit_id", 1, 1, 4),
+]
+STATS_2 = [
+    (name, 1 if name == "future_event_time" else 0, 1 if name == "future_event_time" else 0, 5)
+    for name in FILTERS
+] + [("duplicate_visit_id", 2, 2, 4)]
+STATS_EMPTY = [(name, 0, 0, 0) for name in FILTERS] + [("duplicate_visit_id", 0, 0, 0)]
+
+# (visit_id, event_time, user_id, device_type, device_version, file, line)
+VISITS_1 = [
+    ("v1", "2024-10-07 09:00:00", 7, "mobile", "17", "visits-1.json", 1),
+    ("v9", "2024-10-07 10:05:00", 7, "mobile", "17", "visits-1.json", 9),
+    ("v15", "2024-10-07 09:00:00", None, "tablet", "17", "visits-1.json", 15),
+]
+VISITS_2 = VISITS_1 + [
+    ("v3", "2024-10-07 09:00:00", 7, "desktop", "17", "visits-2.json", 2),
+    ("v4", "2024-10-05 08:00:00", 7, "mobile", "17", "visits-2.json", 4),
+]
+# (reason, every failing filter, line) of the quarantined rows
+QUARANTINE_1 = [
+    ("missing_visit_id", ["missing_visit_id"], "visits-1.json", 3),
+    ("missing_visit_id", ["missing_visit_id", "unsupported_device"], "visits-1.json", 4),
+    ("missing_visit_id", ["missing_visit_id"], "visits-1.json", 5),
+    ("unparseable_event_time", ["unparseable_event_time", "future_event_time"], "visits-1.json", 6),
+    ("unparseable_event_time", ["unparseable_event_time", "future_event_time"], "visits-1.json", 7),
+    ("future_event_time", ["future_event_time"], "visits-1.json", 8),
+    ("missing_page", ["missing_page"], "visits-1.json", 10),
+    ("missing_page", ["missing_page"], "visits-1.json", 11),
+    ("unsupported_device", ["unsupported_device"], "visits-1.json", 12),
+    ("unsupported_device", ["unsupported_device"], "visits-1.json", 13),
+    (
+        "unparseable_event_time",
+        ["unparseable_event_time", "future_event_time", "missing_page", "unsupported_device"],
+        "visits-1.json",
+        14,
+    ),
+]
+QUARANTINE_2 = QUARANTINE_1 + [("future_event_time", ["future_event_time"], "visits-2.json", 5)]
+
+
+def ingest_lines(spark, file_name: str, lines: list[str], ingested_at: datetime, batch: int):
+    """Appends `lines` to bronze.blog_visits as the ingestion job would (the same
+    classification and decoration), as if read from the landing file `file_name`."""
+    from python_jobs import bronze
+    from python_jobs.topics import load_topics
+
+    topic = next(t for t in load_topics() if t.topic == "blog.visits")
+    bronze.ensure_table(spark, topic)
+    rows = [(line, topic.topic, None, None, file_name, n) for n, line in enumerate(lines, 1)]
+    records = bronze.classify(
+        spark.createDataFrame(rows, bronze.LINE_SCHEMA), topic, bronze.DEFAULT_MAX_RECORD_BYTES
+    )
+    frame = bronze.bronze_rows(bronze.decorate(records, batch, ingested_at))
+    frame.write.format("delta").mode("append").save(str(topic.bronze_path))
+
+
+def build(dbt, execution_time: str, select: str = "visits") -> None:
+    dbt("run", "--select", select, "--vars", json.dumps({"execution_time": execution_time}))
+
+
+def visits(spark) -> list[tuple]:
+    rows = spark.sql(
+        "select visit_id, date_format(event_time, 'yyyy-MM-dd HH:mm:ss'), user_id, "
+        "device_type, device_version, _source_file, _line_number from silver.visits "
+        "order by _source_file, _line_number"
+    ).collect()
+    return [tuple(row) for row in rows]
+
+
+def quarantine(spark) -> list[tuple]:
+    rows = spark.sql(
+        "select reason, failed_filters, get_json_object(record, '$._source_file'), "
+        "cast(get_json_object(record, '$._line_number') as int) "
+        "from silver.visits__quarantine order by 3, 4"
+    ).collect()
+    return [(r[0], list(r[1]), r[2], r[3]) for r in rows]
+
+
+def stats_by_run(spark) -> list[list[tuple]]:
+    """ops.filter_stats of silver.visits, one list per invocation, in run order."""
+    rows = spark.sql(
+        "select invocation_id, filter_name, rejected_rows, failed_rows, total_rows "
+        "from ops.filter_stats where model = 'visits' "
+        "order by run_started_at, filter_position"
+    ).collect()
+    runs: dict[str, list[tuple]] = {}
+    for row in rows:
+        runs.setdefault(row[0], []).append(tuple(row[1:]))
+    return list(runs.values())
+
+
+@pytest.fixture(scope="module")
+def rounds(spark, dbt):
+    """Builds the four rounds; returns what each round left behind."""
+    from tests.helpers import reset_lakehouse
+
+    reset_lakehouse(spark)
+    seen = {}
+    ingest_lines(spark, "visits-1.json", BATCH_1, ROUND_1, 0)
+    build(dbt, "2024-10-07T10:30:00", "+visits")
+    seen[1] = (visits(spark), quarantine(spark), stats_by_run(spark))
+    ingest_lines(spark, "visits-2.json", BATCH_2, ROUND_2, 1)
+    build(dbt, "2024-10-08T10:30:00")
+    seen[2] = (visits(spark), quarantine(spark), stats_by_run(spark))
+    build(dbt, "2024-10-09T10:30:00")
+    seen[3] = (visits(spark), quarantine(spark), stats_by_run(spark))
+    build(dbt, "2024-10-08T10:30:00")  # the backfill of round 2
+    seen[4] = (visits(spark), quarantine(spark), stats_by_run(spark))
+    return seen
+
+
+def test_each_filter_rejects_its_rows_and_the_first_copy_wins(rounds) -> None:
+    got_visits, got_quarantine, got_stats = rounds[1]
+    assert got_visits == VISITS_1
+    assert got_quarantine == QUARANTINE_1
+    assert got_stats == [STATS_1]
+
+
+def test_copies_from_an_earlier_batch_are_removed_and_late_visits_kept(rounds) -> None:
+    got_visits, got_quarantine, got_stats = rounds[2]
+    assert got_visits == VISITS_2
+    assert got_quarantine == QUARANTINE_2
+    assert got_stats == [STATS_1, STATS_2]
+
+
+def test_a_run_with_nothing_new_writes_zero_counts(rounds) -> None:
+    got_visits, got_quarantine, got_stats = rounds[3]
+    assert (got_visits, got_quarantine) == (VISITS_2, QUARANTINE_2)
+    assert got_stats == [STATS_1, STATS_2, STATS_EMPTY]
+
+
+def test_a_backfill_of_a_window_gives_the_same_rows_again(rounds) -> None:
+    got_visits, got_quarantine, got_stats = rounds[4]
+    assert (got_visits, got_quarantine) == (VISITS_2, QUARANTINE_2)
+    assert got_stats == [STATS_1, STATS_2, STATS_EMPTY, STATS_2]
+
+
+def test_the_model_tests_pass_on_the_result(dbt, rounds) -> None:
+    # unique/not_null/accepted_values, and the statistics tests of visits.yml
+    dbt("test", "--select", "visits")

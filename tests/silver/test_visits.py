@@ -218,6 +218,25 @@ def test_a_backfill_of_a_window_gives_the_same_rows_again(rounds) -> None:
     assert got_stats == [STATS_1, STATS_2, STATS_EMPTY, STATS_2]
 
 
+def test_each_build_records_row_counts_and_null_ratios(spark, rounds) -> None:
+    rows = spark.sql(
+        "select invocation_id, column_name, row_count, null_rows, null_ratio "
+        "from ops.dq_metrics where model = 'visits' order by run_started_at, column_name"
+    ).collect()
+    runs: dict[str, list[tuple]] = {}
+    for row in rows:
+        runs.setdefault(row[0], []).append(tuple(row[1:]))
+
+    def profile(count: int) -> list[tuple]:  # dq_columns; one anonymous visit (v15)
+        nulls = {"user_id": 1}
+        return [
+            (name, count, nulls.get(name, 0), nulls.get(name, 0) / count)
+            for name in sorted(["visit_id", "event_time", "user_id", "article_id", "device_type"])
+        ]
+
+    assert list(runs.values()) == [profile(3), profile(5), profile(5), profile(5)]
+
+
 def test_the_model_tests_pass_on_the_result(dbt, rounds) -> None:
     # unique/not_null/accepted_values, and the statistics tests of visits.yml
     dbt("test", "--select", "visits")

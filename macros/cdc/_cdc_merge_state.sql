@@ -172,7 +172,7 @@
 {%- endmacro %}
 
 {#- Restores the table and its tombstones to the plan's versions, or changes nothing. -#}
-{% macro _cdc_merge_apply_restore(target, tombstones, plan) -%}
+{% macro _cdc_merge_apply_restore(target, tombstones, plan, kind='cdc_merge') -%}
     {%- if plan.restore is not none -%}
         {%- set pairs = [(target, plan.restore[0]), (tombstones, plan.restore[1])] -%}
         {%- for relation, version in pairs -%}
@@ -181,11 +181,11 @@
         {%- for relation, version in pairs if _delta_version(relation) != version -%}
             {%- do run_query("restore table " ~ relation ~ " to version as of " ~ version) -%}
         {%- endfor -%}
-        {{ log("cdc_merge: restored " ~ target ~ " to version " ~ plan.restore[0]
+        {{ log(kind ~ ": restored " ~ target ~ " to version " ~ plan.restore[0]
             ~ " (before the window it merges again)", info=true) }}
     {%- endif -%}
     {%- if plan.later -%}
-        {{ log("cdc_merge: " ~ target ~ " no longer holds the windows of the later "
+        {{ log(kind ~ ": " ~ target ~ " no longer holds the windows of the later "
             ~ "execution times " ~ plan.later | join(', ') ~ "; re-run them in order",
             info=true) }}
     {%- endif -%}

@@ -49,7 +49,7 @@
     {%- endif -%}
     {%- set plan = _cdc_merge_plan(state, model_name, execution_time, prepared.fresh,
         'filtered_append') -%}
-    {%- do _cdc_merge_apply_restore(target, quarantine, plan) -%}
+    {%- do _cdc_merge_apply_restore(target, quarantine, plan, 'filtered_append') -%}
     {%- do _cdc_merge_add_columns([target], changes, columns, options) -%}
 
     {%- set run = _cdc_merge_begin(state, model_name, execution_time, plan, changes,

@@ -5,20 +5,20 @@
     (the latest run, and the one before it). -#}
 {% macro _filter_test_runs(model, filter_name) -%}
     with runs as (
-    select
-        invocation_id,
-        max(run_started_at) as run_started_at,
-        {{ "'" ~ filter_name ~ "'" if filter_name else "'all filters'" }} as filter_name,
-        sum(rejected_rows) / max(total_rows) as rejected_share
-    from {{ _filter_stats_relation() }}
-    where
-        model = '{{ model.identifier }}'
-        and kind = 'filter'
-        and total_rows > 0
-        {%- if filter_name %}
-        and filter_name = '{{ filter_name }}'
-        {%- endif %}
-    group by invocation_id
+        select
+            invocation_id,
+            max(run_started_at) as run_started_at,
+            {{ "'" ~ filter_name ~ "'" if filter_name else "'all filters'" }} as filter_name,
+            sum(rejected_rows) / max(total_rows) as rejected_share
+        from {{ _filter_stats_relation() }}
+        where
+            model = '{{ model.identifier }}'
+            and kind = 'filter'
+            and total_rows > 0
+            {%- if filter_name %}
+            and filter_name = '{{ filter_name }}'
+            {%- endif %}
+        group by invocation_id
     ),
 
     latest as (

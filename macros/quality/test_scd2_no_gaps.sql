@@ -15,17 +15,8 @@
 
 {% macro spark__test_scd2_no_gaps(model, unique_key, valid_from, valid_to, closed_by_delete='false') -%}
     {%- set keys = _scd2_test_keys('scd2_no_gaps', model, unique_key) -%}
-    with versions as (
-        select
-            {{ keys }},
-            {{ valid_from }} as valid_from,
-            {{ valid_to }} as valid_to,
-            coalesce({{ closed_by_delete }}, false) as closed_by_delete,
-            lead({{ valid_from }}) over (
-                partition by {{ keys }} order by {{ valid_from }}, {{ valid_to }} nulls last
-            ) as next_valid_from
-        from {{ model }}
-    )
+    {{ _scd2_test_versions(model, keys, valid_from, valid_to,
+        ['coalesce(' ~ closed_by_delete ~ ', false) as closed_by_delete']) }}
 
     select *
     from versions

@@ -15,20 +15,29 @@
 
 {% macro spark__test_scd2_no_overlap(model, unique_key, valid_from, valid_to) -%}
     {%- set keys = _scd2_test_keys('scd2_no_overlap', model, unique_key) -%}
+    {{ _scd2_test_versions(model, keys, valid_from, valid_to) }}
+
+    select *
+    from versions
+    where next_valid_from is not null and (valid_to is null or next_valid_from < valid_to)
+{%- endmacro %}
+
+{#- The CTE `versions`: each version's key, validity and the next version's start;
+    `extra`: more select items. -#}
+{% macro _scd2_test_versions(model, keys, valid_from, valid_to, extra=[]) -%}
     with versions as (
         select
             {{ keys }},
             {{ valid_from }} as valid_from,
             {{ valid_to }} as valid_to,
+            {%- for item in extra %}
+            {{ item }},
+            {%- endfor %}
             lead({{ valid_from }}) over (
                 partition by {{ keys }} order by {{ valid_from }}, {{ valid_to }} nulls last
             ) as next_valid_from
         from {{ model }}
     )
-
-    select *
-    from versions
-    where next_valid_from is not null and (valid_to is null or next_valid_from < valid_to)
 {%- endmacro %}
 
 {#- The key columns as a comma-separated list; fails at compile time when missing. -#}

@@ -69,6 +69,23 @@ def ingested_records(spark, topic: str, table: str) -> list[tuple[str, int, str]
     return sorted(bronze_records(spark, table) + dead_letter_records(spark, topic))
 
 
+def append_to_bronze(spark, topic_name: str, file_name: str, lines, ingested_at, batch: int):
+    """Appends `lines` to a topic's Bronze table as the ingestion job would (the same
+    classification and decoration, so bad lines become rows it would dead-letter), as
+    if read from the landing file `file_name` in micro-batch `batch` at `ingested_at`."""
+    from python_jobs import bronze
+    from python_jobs.topics import load_topics
+
+    topic = next(t for t in load_topics() if t.topic == topic_name)
+    bronze.ensure_table(spark, topic)
+    rows = [(line, topic.topic, None, None, file_name, n) for n, line in enumerate(lines, 1)]
+    records = bronze.classify(
+        spark.createDataFrame(rows, bronze.LINE_SCHEMA), topic, bronze.DEFAULT_MAX_RECORD_BYTES
+    )
+    frame = bronze.bronze_rows(bronze.decorate(records, batch, ingested_at))
+    frame.write.format("delta").mode("append").save(str(topic.bronze_path))
+
+
 def run_simulator(
     landing: Path, truth: Path, *args: str, home: Path | None = None
 ) -> subprocess.CompletedProcess[str]:

@@ -99,9 +99,9 @@
 
 {#-
     Runs the audits on `relation` and returns the blocking failures as text. The
-    model's generic data tests are called with `relation` as their model; a test whose
-    arguments hold Jinja (e.g. a relationships test's `ref`) runs after publication as
-    usual, not here. Warn-severity failures are logged.
+    model's generic data tests are called with `relation` as their model; an argument that is
+    `ref('<model>')` or `source(...)` (a relationships test's `to`) is that table, and a
+    test whose arguments hold other Jinja runs after publication as usual, not here. Warn-severity failures are logged.
 -#}
 {% macro _awap_run_audits(relation, audits, label) -%}
     {%- set failed = [] -%}
@@ -120,7 +120,11 @@
         {%- set kwargs = {} -%}
         {%- set runnable = {'ok': true} -%}
         {%- for key, value in meta.kwargs.items() if key != 'model' -%}
-            {%- if value is string and '{{' in value -%}
+            {%- set referenced = _awap_ref_argument(value) -%}
+            {%- if referenced is not none -%}
+                {%- set value = referenced -%}
+            {%- elif value is string and ('{{' in value or 'ref(' in value
+                    or 'source(' in value) -%}
                 {%- do runnable.update({'ok': false}) -%}
             {%- endif -%}
             {%- do kwargs.update({key: value}) -%}
@@ -147,4 +151,28 @@
         {%- endif -%}
     {%- endfor -%}
     {{ return(failed) }}
+{%- endmacro %}
+
+{#- The relation of a test argument that is exactly `ref('<model>')` or
+    `source('<source>', '<table>')`, looked up in the graph (it need not be a declared
+    dependency); none for any other value. -#}
+{% macro _awap_ref_argument(value) -%}
+    {%- set name = "\\s*['\"]([A-Za-z0-9_]+)['\"]\\s*" -%}
+    {%- set pattern = "\\s*(?:\\{\\{\\s*)?(ref|source)\\(" ~ name ~ "(?:," ~ name
+        ~ ")?\\)(?:\\s*\\}\\})?\\s*" -%}
+    {%- set match = modules.re.fullmatch(pattern, value) if value is string else none -%}
+    {%- if match and match.group(1) == 'ref' and match.group(3) is none -%}
+        {%- for node in graph.nodes.values()
+            if node.resource_type in ('model', 'snapshot', 'seed') and node.name == match.group(2) -%}
+            {{ return(api.Relation.create(database=node.database, schema=node.schema,
+                identifier=node.alias, type='table')) }}
+        {%- endfor -%}
+    {%- elif match and match.group(1) == 'source' and match.group(3) is not none -%}
+        {%- for node in graph.sources.values()
+            if node.source_name == match.group(2) and node.name == match.group(3) -%}
+            {{ return(api.Relation.create(database=node.database, schema=node.schema,
+                identifier=node.identifier, type='table')) }}
+        {%- endfor -%}
+    {%- endif -%}
+    {{ return(none) }}
 {%- endmacro %}

@@ -18,6 +18,9 @@ CLEAN = [(1, "ada", 10), (2, "bob", 20)]
 CLEAN_2 = [(1, "ada", 11), (2, "bob", 20), (3, "cy", 30)]
 
 
+KNOWN_IDS = [(1,), (2,), (3,), (4,)]  # what the relationships test on id allows
+
+
 def write_input(spark, rows) -> None:
     spark.createDataFrame(rows, "id int, name string, score int").write.format("delta").mode(
         "overwrite"
@@ -46,10 +49,13 @@ def failure(result) -> str:
 def first_build(spark, dbt, lakehouse_home):
     spark.sql("create schema if not exists silver")
     spark.sql(f"drop table if exists {TABLE}")
+    spark.createDataFrame(KNOWN_IDS, "id int").write.format("delta").mode("overwrite").saveAsTable(
+        "silver.awap_known_ids"
+    )
     write_input(spark, CLEAN)
     build(dbt, lakehouse_home)
     yield
-    for name in (TABLE, TABLE + "__staging", "silver.awap_input"):
+    for name in (TABLE, TABLE + "__staging", "silver.awap_input", "silver.awap_known_ids"):
         spark.sql(f"drop table if exists {name}")
 
 
@@ -72,8 +78,13 @@ def test_clean_data_publishes_in_one_commit(spark, dbt, lakehouse_home, first_bu
     [
         ([(1, "ada", 10), (1, "eve", 12)], "test unique_audited_scores_id (1 failures)"),
         ([(1, "ada", 5000)], "audit score_below_1000 (1 rows fail: score < 1000)"),
+        (
+            [(1, "ada", 10), (9, "zed", 1)],
+            "test relationships_audited_scores_id__id__source_scenario_awap_known_ids_ "
+            "(1 failures)",
+        ),
     ],
-    ids=["unique-test", "declared-audit"],
+    ids=["unique-test", "declared-audit", "relationships-test"],
 )
 def test_a_failing_audit_leaves_the_published_version(
     spark, dbt, lakehouse_home, first_build, rows, reason

@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.helpers import append_to_bronze
+
 ROUND_1 = datetime(2024, 10, 7, 10, 0, tzinfo=UTC)
 ROUND_2 = datetime(2024, 10, 8, 10, 0, tzinfo=UTC)
 FILTERS = [
@@ -122,19 +124,7 @@ QUARANTINE_2 = QUARANTINE_1 + [("future_event_time", ["future_event_time"], "vis
 
 
 def ingest_lines(spark, file_name: str, lines: list[str], ingested_at: datetime, batch: int):
-    """Appends `lines` to bronze.blog_visits as the ingestion job would (the same
-    classification and decoration), as if read from the landing file `file_name`."""
-    from python_jobs import bronze
-    from python_jobs.topics import load_topics
-
-    topic = next(t for t in load_topics() if t.topic == "blog.visits")
-    bronze.ensure_table(spark, topic)
-    rows = [(line, topic.topic, None, None, file_name, n) for n, line in enumerate(lines, 1)]
-    records = bronze.classify(
-        spark.createDataFrame(rows, bronze.LINE_SCHEMA), topic, bronze.DEFAULT_MAX_RECORD_BYTES
-    )
-    frame = bronze.bronze_rows(bronze.decorate(records, batch, ingested_at))
-    frame.write.format("delta").mode("append").save(str(topic.bronze_path))
+    append_to_bronze(spark, "blog.visits", file_name, lines, ingested_at, batch)
 
 
 def build(dbt, execution_time: str, select: str = "visits") -> None:

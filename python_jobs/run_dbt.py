@@ -48,10 +48,15 @@ def target_of(args: list[str]) -> str:
     return os.environ.get("DBT_TARGET", "local")
 
 
-def prepare_session(target: str) -> None:
+# dbt commands that run no query: no session to start (a parse takes seconds, not a
+# JVM start; tests/project/test_project_rules.py parses this way).
+SESSIONLESS_COMMANDS = ("parse",)
+
+
+def prepare_session(target: str, command: str | None = None) -> None:
     """For the embedded target: start the catalog-bound session and create any Bronze
     table not yet ingested (a topic with no files yet still has its empty table)."""
-    if target != "local":
+    if target != "local" or command in SESSIONLESS_COMMANDS:
         return
     from python_jobs import bronze
     from python_jobs.spark import get_spark
@@ -65,7 +70,7 @@ def invoke(args: list[str]):
     from dbt.cli.main import dbtRunner
 
     configure_environment()
-    prepare_session(target_of(args))
+    prepare_session(target_of(args), args[0] if args else None)
     return dbtRunner().invoke(args)
 
 

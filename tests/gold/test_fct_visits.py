@@ -1,11 +1,18 @@
-"""gold.fct_visits: each visit joined to the user and article versions valid at its time.
+"""gold.fct_visits and gold.agg_article_daily_visits over stated Bronze events.
 
 Change events for two users and an article, and visits, are written to Bronze through
-the ingestion job's own transforms; `dbt run --select +fct_visits` builds the histories,
-the dimensions, silver.visits and the fact. User 7 is created, upgraded and deleted;
-visits fall before their first version, inside each version, exactly at the change,
-exactly at the delete and after it. Round 2 delivers a change of user 8 that happened
-before some of their visits but arrives late: the next build re-attributes them.
+the ingestion job's own transforms; `dbt run --select +agg_article_daily_visits` builds
+the histories, the dimensions, silver.visits, the fact and the aggregate.
+
+- fct_visits: user 7 is created, upgraded and deleted; visits fall before their first
+  version, inside each version, exactly at the change, exactly at the delete and after
+  it. Round 2 delivers a change of user 8 that happened before some of their visits but
+  arrives late: the next build re-attributes them.
+- agg_article_daily_visits (lookback 3 days): round 2 also delivers a visit on a new
+  day, one two days late (its day is re-aggregated; untouched days keep the invocation
+  that wrote them) and one a week late (its day is closed: not aggregated, and the
+  reconciliation test warns); round 3 is a re-run that changes no row; round 4 a
+  `--full-refresh` that adds the closed day's visit.
 """
 
 from __future__ import annotations
@@ -90,6 +97,11 @@ VISITS = [
     visit("anonymous", "2024-10-04T00:00:00", None, device_version="18"),  # a copy
     visit("no-page", "2024-10-04T00:00:00", 8, page=""),  # rejected by silver.visits
 ]
+VISITS_2 = [
+    visit("new-day", "2024-10-06T08:00:00", 8),
+    visit("two-days-late", "2024-10-04T12:00:00", 8),
+    visit("a-week-late", "2024-09-30T18:00:00", 8),  # before the lookback: a closed day
+]
 
 # (visit_id, visit_date, user_id, user_plan, user_country, article_status, category)
 FACTS_1 = [
@@ -104,13 +116,45 @@ FACTS_1 = [
     ("user-8-after-late-change", "2024-10-02", 8, "free", "FR", "draft", "tech"),
     ("user-8-before-late-change", "2024-10-01", 8, "free", "FR", "draft", "tech"),
 ]
-FACTS_2 = [
-    ("unknown-article", "2024-10-04", 8, "team", "FR", None, None)
-    if row[0] == "unknown-article"
-    else ("user-8-after-late-change", "2024-10-02", 8, "team", "FR", "draft", "tech")
-    if row[0] == "user-8-after-late-change"
-    else row
-    for row in FACTS_1
+FACTS_2 = sorted(
+    [
+        ("unknown-article", "2024-10-04", 8, "team", "FR", None, None)
+        if row[0] == "unknown-article"
+        else ("user-8-after-late-change", "2024-10-02", 8, "team", "FR", "draft", "tech")
+        if row[0] == "user-8-after-late-change"
+        else row
+        for row in FACTS_1
+    ]
+    + [
+        ("a-week-late", "2024-09-30", 8, None, None, "draft", "tech"),  # before user 8
+        ("new-day", "2024-10-06", 8, "team", "FR", "published", "tech"),
+        ("two-days-late", "2024-10-04", 8, "team", "FR", "published", "tech"),
+    ]
+)
+
+# (visit_date, article_id, visits, unique_users, anonymous_visits, round that wrote it)
+AGG_1 = [
+    ("2024-09-30", 100, 1, 1, 0, 1),
+    ("2024-10-01", 100, 1, 1, 0, 1),
+    ("2024-10-02", 100, 2, 2, 0, 1),
+    ("2024-10-03", 100, 1, 1, 0, 1),
+    ("2024-10-04", 100, 2, 1, 1, 1),
+    ("2024-10-04", 999, 1, 1, 0, 1),
+    ("2024-10-05", 100, 2, 1, 0, 1),
+]
+AGG_2 = [  # 10-04 re-aggregated (both articles), 10-06 new, 09-30 closed: unchanged
+    ("2024-09-30", 100, 1, 1, 0, 1),
+    ("2024-10-01", 100, 1, 1, 0, 1),
+    ("2024-10-02", 100, 2, 2, 0, 1),
+    ("2024-10-03", 100, 1, 1, 0, 1),
+    ("2024-10-04", 100, 3, 2, 1, 2),
+    ("2024-10-04", 999, 1, 1, 0, 2),
+    ("2024-10-05", 100, 2, 1, 0, 1),
+    ("2024-10-06", 100, 1, 1, 0, 2),
+]
+AGG_4 = [  # --full-refresh: every day from the visits, the closed day's late visit too
+    (day, article, 2 if day == "2024-09-30" else n, 2 if day == "2024-09-30" else users, anon, 4)
+    for day, article, n, users, anon, _ in AGG_2
 ]
 
 
@@ -141,18 +185,35 @@ def version_keys_match(spark) -> int:
     ).first()[0]
 
 
+def aggregate(spark, invocations: list[str]) -> list[tuple]:
+    """The aggregate's rows, with the round whose invocation last wrote each."""
+    rows = spark.sql(
+        "select cast(visit_date as string), article_id, visits, unique_users, "
+        "anonymous_visits, _invocation_id from gold.agg_article_daily_visits order by 1, 2"
+    ).collect()
+    return [(*row[:5], invocations.index(row[5]) + 1) for row in rows]
+
+
+def reconciliation(dbt) -> tuple[str, int]:
+    result = dbt("test", "--select", "agg_article_daily_visits_reconciles")
+    (node,) = [
+        r for r in result.result.results if r.node.name == "agg_article_daily_visits_reconciles"
+    ]
+    return (str(node.status), node.failures)
+
+
 @pytest.fixture(scope="module")
 def rounds(spark, dbt):
+    from dbt_common.invocation import get_invocation_id
+
     from tests.helpers import reset_lakehouse
 
-    def build(execution_time: str) -> None:
-        dbt(
-            "run",
-            "--select",
-            "+fct_visits",
-            "--vars",
-            json.dumps({"execution_time": execution_time}),
-        )
+    invocations: list[str] = []
+
+    def build(execution_time: str, *args: str) -> None:
+        variables = json.dumps({"execution_time": execution_time})
+        dbt("run", "--select", "+agg_article_daily_visits", "--vars", variables, *args)
+        invocations.append(get_invocation_id())
 
     reset_lakehouse(spark)
     seen = {}
@@ -160,21 +221,47 @@ def rounds(spark, dbt):
     append_to_bronze(spark, "blog.public.articles", "articles-1.json", ARTICLES, ROUND_1, 0)
     append_to_bronze(spark, "blog.visits", "visits-1.json", VISITS, ROUND_1, 0)
     build("2024-10-06T11:00:00")
-    seen[1] = (facts(spark), version_keys_match(spark))
+    seen[1] = (facts(spark), version_keys_match(spark), aggregate(spark, invocations))
     append_to_bronze(spark, "blog.public.users", "users-2.json", USERS_2, ROUND_2, 1)
+    append_to_bronze(spark, "blog.visits", "visits-2.json", VISITS_2, ROUND_2, 1)
     build("2024-10-07T11:00:00")
-    seen[2] = (facts(spark), version_keys_match(spark))
+    seen[2] = (facts(spark), version_keys_match(spark), aggregate(spark, invocations))
+    seen["reconciliation_2"] = reconciliation(dbt)
+    build("2024-10-07T11:00:00")  # a re-run
+    seen[3] = aggregate(spark, invocations)
+    build("2024-10-08T11:00:00", "--full-refresh")
+    seen[4] = aggregate(spark, invocations)
+    seen["reconciliation_4"] = reconciliation(dbt)
     return seen
 
 
 def test_each_visit_sees_the_versions_valid_at_its_time(rounds) -> None:
-    assert rounds[1] == (FACTS_1, 0)
+    assert rounds[1][:2] == (FACTS_1, 0)
 
 
 def test_a_change_that_arrives_late_re_attributes_the_visits_it_covers(rounds) -> None:
-    assert rounds[2] == (FACTS_2, 0)
+    assert rounds[2][:2] == (FACTS_2, 0)
+
+
+def test_the_first_build_aggregates_every_day(rounds) -> None:
+    assert rounds[1][2] == AGG_1
+
+
+def test_late_visits_re_aggregate_only_their_days_within_the_lookback(rounds) -> None:
+    assert rounds[2][2] == AGG_2
+    # The closed day's late visit is reported, not lost: 09-30 has 2 visits, 1 counted.
+    assert rounds["reconciliation_2"] == ("warn", 1)
+
+
+def test_a_re_run_changes_no_row(rounds) -> None:
+    assert rounds[3] == AGG_2
+
+
+def test_a_full_refresh_adds_the_closed_days_late_visits(rounds) -> None:
+    assert rounds[4] == AGG_4
+    assert rounds["reconciliation_4"] == ("pass", 0)
 
 
 def test_the_model_tests_pass_on_the_result(dbt, rounds) -> None:
-    # unique/not_null/accepted_values and relationships to the dimensions' versions
-    dbt("test", "--select", "fct_visits")
+    # unique/not_null/accepted_values, relationships to the dimensions' versions, keys
+    dbt("test", "--select", "fct_visits", "agg_article_daily_visits")

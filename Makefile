@@ -21,14 +21,15 @@ export DO_NOT_TRACK := 1
 DBT_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: help setup java demo test lint ingest build docs simulate bench clean kafka-up kafka-down
+.PHONY: help setup java chromium demo test lint ingest build docs report simulate bench clean kafka-up kafka-down
 
 help:
 	@echo "make demo     simulate a workload, ingest it, build everything, print a summary"
 	@echo "make test     the whole test suite (ruff, sqlfluff, pytest incl. dbt builds)"
 	@echo "make ingest   ingest the landing zone into Bronze once (available now)"
 	@echo "make build    dbt build over the whole project (extra args: DBT_ARGS=...)"
-	@echo "make docs     generate the dbt docs site under LAKEHOUSE_HOME"
+	@echo "make docs     generate the dbt docs site under LAKEHOUSE_HOME (prints its index.html)"
+	@echo "make report   the observability report (HTML, charts of the ops tables) under LAKEHOUSE_HOME"
 	@echo "make bench    benchmarks (see bench/), printed with their baselines"
 	@echo "make kafka-up   start a Kafka broker on 127.0.0.1 (KAFKA_PORT=N, else a free port)"
 	@echo "make kafka-down stop it"
@@ -66,6 +67,15 @@ $(VENV)/.jars: $(STAMP) python_jobs/spark.py python_jobs/kafka_broker.py
 	$(PY) -m python_jobs.kafka_broker resolve
 	@touch $@
 
+# Debian's Chromium (/usr/bin/chromium) for the browser tests, driven by playwright,
+# which downloads no browser of its own; installed with apt when missing (apt's own
+# temporary files, not the lakehouse's TMPDIR).
+chromium:
+	@command -v chromium >/dev/null || (export -n TMPDIR; export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update && apt-get install -y chromium) || { \
+	  echo "Chromium is required for the browser tests. Install it with:"; \
+	  echo "  sudo apt-get update && sudo apt-get install -y chromium"; exit 1; }
+
 setup: java $(STAMP) $(VENV)/.jars
 	@mkdir -p "$(TMPDIR)"
 
@@ -78,8 +88,14 @@ ingest: setup
 build: setup
 	$(PY) -m python_jobs.run_dbt build $(DBT_ARGS)
 
+# One thread: on a fresh lakehouse, `docs generate` would run its on-run-start hooks
+# side by side (the ops tables before the ops schema exists).
 docs: setup
-	$(PY) -m python_jobs.run_dbt docs generate
+	$(PY) -m python_jobs.run_dbt docs generate --threads 1
+	@echo "lineage docs: $${DBT_TARGET_PATH:-$(LAKEHOUSE_HOME)/dbt/target}/index.html (serve the directory over HTTP to open it)"
+
+report: setup
+	$(PY) -m python_jobs.report
 
 simulate: setup
 	$(PY) -m python_jobs.simulate $(SIM_ARGS)
@@ -104,7 +120,7 @@ lint: setup
 
 # Two workers, whole files each (a file's fixtures build once); each worker has its own
 # LAKEHOUSE_HOME and Spark session (tests/conftest.py). PYTEST_ARGS="-n 0" runs serially.
-test: setup lint
+test: setup chromium lint
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 clean:

@@ -19,6 +19,8 @@ export PIP_CACHE_DIR := $(VENV)/pip-cache
 export DO_NOT_TRACK := 1
 
 DBT_ARGS ?=
+# make demo DEMO_ARGS="--days 2 --more-days 1 --users 100" (python -m python_jobs.demo -h)
+DEMO_ARGS ?=
 PYTEST_ARGS ?=
 
 .PHONY: help setup java chromium demo test lint ingest build docs report simulate bench clean kafka-up kafka-down
@@ -80,7 +82,7 @@ setup: java $(STAMP) $(VENV)/.jars
 	@mkdir -p "$(TMPDIR)"
 
 demo: setup
-	$(PY) -m python_jobs.demo
+	$(PY) -m python_jobs.demo $(DEMO_ARGS)
 
 ingest: setup
 	$(PY) -m python_jobs.ingest --once

@@ -1,42 +1,63 @@
-"""`make demo`: the whole pipeline on this machine, end to end, with a summary.
+"""`make demo`: the whole story on this machine, end to end, with a summary.
 
-1. simulate a few days of the blog platform into the landing zone (skipped when a
-   finished simulation is already there, so a second run changes nothing);
+1. simulate a few days of the blog platform into the landing zone;
 2. ingest the landing zone into Bronze (available now);
-3. snapshot each devices full load in order (`python_jobs.snapshot_loads`), then
-   `dbt build` (models, snapshots, tests) and `dbt docs generate`;
-4. print rows per layer and where the docs are.
+3. build: snapshot each devices full load (`python_jobs.snapshot_loads`), then
+   `dbt build` (models, snapshots, tests), with this moment as the execution time;
+4. simulate more days: changes, deletes, late visits, duplicates and broken records;
+5. ingest them;
+6. build again: only the new window is merged;
+7. backfill that window (`dbt run --select visits+` at the same execution time: the
+   table is restored and the window merged again, with the same result);
+8. generate the lineage docs and the observability report;
+9. print rows per layer, rejected rows per filter, versions in history, ingestion lag,
+   and where the docs and the report are.
 
-Runs in one process: one JVM start for the whole demo.
+Runs in one process: one JVM start for the whole demo. A lakehouse that already holds
+a demo's simulation is not simulated again: its landing zone is ingested and built as is.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from python_jobs import ingest, run_dbt, snapshot_loads
 from python_jobs.spark import get_spark, paths
 
-SIMULATION = ["--seed", "42", "--days", "3", "--users", "300", "--articles", "120"]
+STEPS = 9
+HISTORIES = [  # (relation, key, is-current condition)
+    ("silver.users_history", "user_id", "is_current"),
+    ("silver.articles_history", "article_id", "is_current"),
+    ("silver.devices_history", "concat(type, '|', version)", "dbt_valid_to is null"),
+]
 
 
-def _step(number: int, text: str) -> None:
-    print(f"\n==> [{number}/4] {text}", flush=True)
+class Progress:
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.number = 0
+
+    def step(self, text: str) -> None:
+        self.number += 1
+        elapsed = time.monotonic() - self.started
+        print(f"\n==> [{self.number}/{STEPS}] {text}   (t+{elapsed:.0f}s)", flush=True)
 
 
 def has_landing_files(landing: Path) -> bool:
     return any(landing.glob("*/*.json"))
 
 
-def simulate(landing: Path, truth: Path) -> None:
+def simulate(landing: Path, truth: Path, *args: str) -> None:
     from python_jobs.simulate.cli import main as simulate_main
 
-    code = simulate_main(["--landing-dir", str(landing), "--truth-dir", str(truth), *SIMULATION])
+    code = simulate_main(["--landing-dir", str(landing), "--truth-dir", str(truth), *args])
     if code:
         raise SystemExit(f"the simulator failed with exit code {code}")
 
@@ -47,52 +68,171 @@ def dbt(args: list[str]) -> None:
         raise SystemExit(f"dbt {' '.join(args)} failed (see the log above)")
 
 
+def execution_time() -> str:
+    """Now, as the windowed models' execution time (UTC, ISO-8601)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def build(at: str) -> None:
+    if snapshot_loads.main([]):
+        raise SystemExit("snapshotting the devices loads failed (see the log above)")
+    dbt(["build", "--vars", json.dumps({"execution_time": at})])
+
+
 def summary(spark) -> list[tuple[str, str, int]]:
     rows = []
     for schema in ("bronze", "silver", "gold", "ops"):
-        for table in sorted(spark.catalog.listTables(schema), key=lambda t: t.name):
+        tables = [t for t in spark.catalog.listTables(schema) if not t.isTemporary]
+        for table in sorted(tables, key=lambda t: t.name):
             count = spark.table(f"{schema}.{table.name}").count()
             rows.append((schema, table.name, count))
     return rows
 
 
+def rejected_by_filter(spark) -> list[tuple[str, int, int]]:
+    """(filter, rows rejected by it first, rows failing it) over every run of visits."""
+    rows = spark.sql(
+        "select filter_name, sum(rejected_rows), sum(failed_rows) from ops.filter_stats "
+        "where model = 'visits' group by filter_name, filter_position order by filter_position"
+    ).collect()
+    return [tuple(r) for r in rows]
+
+
+def versions(spark) -> list[tuple[str, int, int, int]]:
+    """(history, versions, keys, current versions) of each SCD2 relation."""
+    out = []
+    for relation, key, current in HISTORIES:
+        row = spark.sql(
+            f"select count(*), count(distinct {key}), count_if({current}) from {relation}"
+        ).first()
+        out.append((relation, *row))
+    return out
+
+
+def lag(spark) -> list[tuple[str, int, float | None, float | None]]:
+    """(topic, micro-batches, lag of the last batch, largest lag) in seconds. Lag is the
+    batch log's: ingestion time minus the newest source commit time in the batch, which
+    only change streams have (an event topic's lag is None)."""
+    from python_jobs import bronze
+
+    batches: dict[str, list] = {}
+    log = spark.read.format("delta").load(bronze.batches_path()).where("not is_heartbeat")
+    for row in log.select("topic", "ingested_at", "lag_seconds").orderBy("ingested_at").collect():
+        batches.setdefault(row["topic"], []).append(row["lag_seconds"])
+    return [
+        (topic, len(lags), lags[-1], max((x for x in lags if x is not None), default=None))
+        for topic, lags in sorted(batches.items())
+    ]
+
+
+def visits_state(spark) -> tuple[int, str]:
+    count = spark.table("silver.visits").count()
+    operations = spark.sql("describe history silver.visits limit 2").collect()
+    return count, " then ".join(r["operation"] for r in reversed(operations))
+
+
+def print_summary(spark, backfill: str) -> None:
+    print(f"    {'layer':8} {'relation':36} {'rows':>10}")
+    for schema, name, count in summary(spark):
+        print(f"    {schema:8} {name:36} {count:>10}")
+    print(f"\n    {'visits filter':26} {'rejected':>9} {'failing':>9}")
+    for name, rejected, failing in rejected_by_filter(spark):
+        print(f"    {name:26} {rejected:>9} {failing:>9}")
+    print(f"\n    {'history':28} {'versions':>9} {'keys':>7} {'current':>8}")
+    for relation, count, keys, current in versions(spark):
+        print(f"    {relation:28} {count:>9} {keys:>7} {current:>8}")
+    print(f"\n    {'topic':24} {'batches':>8} {'lag now':>12} {'max lag':>12}")
+    for topic, batches, last, largest in lag(spark):
+        print(f"    {topic:24} {batches:>8} {_duration(last):>12} {_duration(largest):>12}")
+    print(f"\n    backfill: {backfill}")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds:.0f} s"
+
+
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         prog="python -m python_jobs.demo", description=__doc__.split("\n")[0]
-    ).parse_args(argv)
+    )
+    parser.add_argument("--days", type=int, default=3, help="days simulated first (3)")
+    parser.add_argument("--more-days", type=int, default=2, help="days simulated next (2)")
+    parser.add_argument("--users", type=int, default=300, help="initial users (300)")
+    parser.add_argument("--articles", type=int, default=120, help="initial articles (120)")
+    parser.add_argument("--seed", type=int, default=42, help="simulator seed (42)")
+    options = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="    %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    started = time.monotonic()
+    progress = Progress()
     p = paths()
     landing, truth = p["landing"], p["home"] / "truth"
+    # The simulated days end today (UTC), so that lags are those of a live pipeline.
+    start = datetime.now(UTC).date() - timedelta(days=options.days + options.more_days)
+    fresh = not (truth / "manifest.json").exists() and not has_landing_files(landing)
 
-    _step(1, f"simulate the blog platform into {landing}")
-    if (truth / "manifest.json").exists():
-        print("    the landing zone already holds the simulated workload: keeping it")
-    elif has_landing_files(landing):
-        print("    the landing zone holds files the simulator did not write: using them as is")
+    progress.step(f"simulate {options.days} days of the blog platform into {landing}")
+    if fresh:
+        simulate(
+            landing,
+            truth,
+            *("--seed", str(options.seed), "--days", str(options.days)),
+            *("--users", str(options.users), "--articles", str(options.articles)),
+            *("--start-date", start.isoformat()),
+        )
     else:
-        simulate(landing, truth)
+        print("    the landing zone already holds a workload: using it as is (make clean first")
+        print("    for a new story)")
 
-    _step(2, "ingest the landing zone into Bronze")
+    progress.step("ingest the landing zone into Bronze")
     spark = get_spark()
     ingest.run(ingest.IngestOptions(landing=landing))
 
-    _step(3, "snapshot each devices load, dbt build, then dbt docs generate")
-    if snapshot_loads.main([]):
-        raise SystemExit("snapshotting the devices loads failed (see the log above)")
-    dbt(["build"])
-    dbt(["docs", "generate"])
+    first = execution_time()
+    progress.step(f"build: snapshot the devices loads, dbt build (execution time {first})")
+    build(first)
 
-    _step(4, "summary")
-    print(f"    {'layer':8} {'relation':32} {'rows':>10}")
-    for schema, name, count in summary(spark):
-        print(f"    {schema:8} {name:32} {count:>10}")
+    progress.step(f"simulate {options.more_days} more days: changes, late and broken records")
+    if fresh:
+        simulate(landing, truth, "--resume", "--days", str(options.more_days))
+    else:
+        print("    skipped: not a fresh lakehouse")
+
+    progress.step("ingest the new files")
+    ingest.run(ingest.IngestOptions(landing=landing))
+
+    second = execution_time()
+    progress.step(f"build again: only the new window (execution time {second})")
+    build(second)
+
+    progress.step(f"backfill the window of {second}: dbt run --select visits+")
+    before = visits_state(spark)
+    dbt(["run", "--select", "visits+", "--vars", json.dumps({"execution_time": second})])
+    after = visits_state(spark)
+    backfill = (
+        f"silver.visits {before[0]} rows before, {after[0]} after "
+        f"(its last commits: {after[1]}); the window was restored and merged again"
+    )
+
+    progress.step("lineage docs (dbt docs generate) and the observability report")
+    dbt(["docs", "generate"])
+    report = write_report()
+
+    progress.step("summary")
+    print_summary(spark, backfill)
     docs = Path(os.environ["DBT_TARGET_PATH"]) / "index.html"
     print(f"\n    lineage docs: {docs}")
+    print(f"    report:       {report}")
     print(f"    lakehouse:    {p['home']}")
-    print(f"    done in {time.monotonic() - started:.0f}s")
+    print(f"    done in {time.monotonic() - progress.started:.0f}s")
     return 0
+
+
+def write_report() -> Path:
+    from python_jobs import report
+
+    return report.write_report()
 
 
 if __name__ == "__main__":

@@ -1,14 +1,18 @@
-"""`make demo` on a separate LAKEHOUSE_HOME: the summary, and nothing written elsewhere.
+"""`make demo` on a separate LAKEHOUSE_HOME: the story, its summary, and nothing
+written elsewhere.
 
-The demo runs as a user would run it (`make demo LAKEHOUSE_HOME=...`), with HOME pointed
-at an empty directory so that any write to the user's home shows up. Afterwards: HOME is
-still empty, /tmp has no new entries, and the repository's `git status` (ignored files
-included) is what it was.
+The demo runs as a user would run it (`make demo LAKEHOUSE_HOME=...`, on a smaller
+workload: DEMO_ARGS), with HOME pointed at an empty directory so that any write to the
+user's home shows up. Afterwards: every step ran in order, the summary has its rows per
+layer, rejected rows per filter, versions in history and lag; the backfill gave the same
+rows; HOME is still empty, /tmp has no new entries, and the repository's `git status`
+(ignored files included) is what it was.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -51,7 +55,12 @@ def test_make_demo_writes_only_under_its_home(tmp_path: Path) -> None:
     status_before = _git_status()
 
     proc = subprocess.run(
-        ["make", "demo", f"LAKEHOUSE_HOME={home}"],
+        [
+            "make",
+            "demo",
+            f"LAKEHOUSE_HOME={home}",
+            "DEMO_ARGS=--days 1 --more-days 1 --users 60 --articles 30",
+        ],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -59,11 +68,32 @@ def test_make_demo_writes_only_under_its_home(tmp_path: Path) -> None:
         timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = proc.stdout[proc.stdout.index("==> [4/4] summary") :]
+    steps = re.findall(r"==> \[(\d)/9\] (\w+)", proc.stdout)
+    assert [int(n) for n, _ in steps] == list(range(1, 10))
+    assert [word for _, word in steps] == [
+        "simulate", "ingest", "build", "simulate", "ingest", "build", "backfill", "lineage",
+        "summary",
+    ]  # fmt: skip
+    summary = proc.stdout[proc.stdout.index("==> [9/9] summary") :]
     for relation in ("blog_public_users", "blog_public_articles", "blog_visits"):
-        assert f"bronze   {relation}" in summary
-    assert "silver   stg_blog__users" in summary
-    assert (home / "dbt" / "target" / "index.html").exists()
+        assert re.search(rf"bronze +{relation} +[1-9]", summary), relation
+    for relation in ("silver   visits ", "gold     fct_visits ", "gold     agg_article_daily_"):
+        assert relation in summary
+    for name in ("missing_visit_id", "unparseable_event_time", "future_event_time"):
+        assert re.search(rf"^ +{name} +\d+ +\d+$", summary, re.M), name
+    for relation in ("silver.users_history", "silver.articles_history", "silver.devices_history"):
+        assert re.search(rf"^ +{re.escape(relation)} +[1-9]\d* +[1-9]\d* +\d+$", summary, re.M)
+    for topic in ("blog.public.users", "blog.public.articles"):  # lag: now - commit time
+        assert re.search(rf"^ +{re.escape(topic)} +[1-9]\d* +[\d.]+ [sh] ", summary, re.M), topic
+    assert re.search(r"^ +blog\.visits +[1-9]\d* +- +-$", summary, re.M)  # no commit time
+    before, after = re.search(
+        r"backfill: silver.visits (\d+) rows before, (\d+) after", summary
+    ).groups()
+    assert before == after and int(before) > 0
+    docs = home / "dbt" / "target" / "index.html"
+    assert f"lineage docs: {docs}" in summary and docs.exists()
+    report = re.search(r"report: +(\S+)", summary).group(1)
+    assert Path(report).is_file() and Path(report).is_relative_to(home)
     assert (home / "metastore_db").is_dir()
 
     assert sorted(str(p.relative_to(user_home)) for p in user_home.rglob("*")) == []
@@ -71,3 +101,11 @@ def test_make_demo_writes_only_under_its_home(tmp_path: Path) -> None:
     new_in_tmp = set(os.listdir("/tmp")) - tmp_before
     assert {name for name in new_in_tmp if not name.startswith("lakehouse-test-")} == set()
     assert _git_status() == status_before
+
+    # The report the demo wrote renders in a real browser, every chart with data.
+    from tests.browser import render_report
+
+    view = render_report(Path(report).parent, screenshot=home / "screenshots" / "demo_report.png")
+    for name in ("ingestion_lag", "ingestion_throughput", "filter_rejections", "row_counts"):
+        assert not view.charts[name].empty and view.charts[name].points > 0, name
+    assert view.screenshot["colours"] > 50

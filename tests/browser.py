@@ -101,8 +101,19 @@ async (b64) => {
 """
 
 
+# Chromium puts its singleton socket at <TMPDIR>/org.chromium.Chromium.XXXXXX/SingletonSocket,
+# and a Unix socket path has at most 107 bytes.
+_SOCKET_SUFFIX = len("/browser-xxxxxxxx/org.chromium.Chromium.xxxxxx/SingletonSocket")
+
+
 def _scratch_dir() -> Path:
+    """A fresh directory for the browser's profile and temporary files: under the
+    lakehouse's tmp, or, when that path is too long for Chromium's socket (a deep
+    checkout, as in CI), a `lakehouse-test-browser-*` directory in the system's temp
+    root, like the suite's own homes (removed after each page)."""
     base = paths()["tmp"]
+    if len(str(base)) + _SOCKET_SUFFIX > 107:
+        return Path(tempfile.mkdtemp(prefix="lakehouse-test-browser-", dir="/tmp"))
     base.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix="browser-", dir=base))
 

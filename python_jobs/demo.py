@@ -28,7 +28,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from python_jobs import ingest, run_dbt, snapshot_loads
+from python_jobs import ingest, report, run_dbt, snapshot_loads
 from python_jobs.spark import get_spark, paths
 
 STEPS = 9
@@ -217,22 +217,16 @@ def main(argv: list[str] | None = None) -> int:
 
     progress.step("lineage docs (dbt docs generate) and the observability report")
     dbt(["docs", "generate"])
-    report = write_report()
+    report_path = report.write_report()
 
     progress.step("summary")
     print_summary(spark, backfill)
     docs = Path(os.environ["DBT_TARGET_PATH"]) / "index.html"
     print(f"\n    lineage docs: {docs}")
-    print(f"    report:       {report}")
+    print(f"    report:       {report_path}")
     print(f"    lakehouse:    {p['home']}")
     print(f"    done in {time.monotonic() - progress.started:.0f}s")
     return 0
-
-
-def write_report() -> Path:
-    from python_jobs import report
-
-    return report.write_report()
 
 
 if __name__ == "__main__":

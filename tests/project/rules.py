@@ -555,12 +555,12 @@ def macro_file_names(manifest: Manifest) -> list[str]:
 def _ancestors(manifest: Manifest, unique_id: str) -> set[str]:
     parents = manifest.get("parent_map") or {}
     seen: set[str] = set()
-    todo = list(parents.get(unique_id, []))
-    while todo:
-        parent = todo.pop()
+    pending = list(parents.get(unique_id, []))
+    while pending:
+        parent = pending.pop()
         if parent not in seen:
             seen.add(parent)
-            todo.extend(parents.get(parent, []))
+            pending.extend(parents.get(parent, []))
     return seen
 
 

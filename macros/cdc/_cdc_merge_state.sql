@@ -13,7 +13,7 @@
 -#}
 
 {% macro _cdc_merge_state_relation() -%}
-    {{ return('ops.cdc_merge_runs') }}
+    {{ return(generate_schema_name('ops') ~ '.cdc_merge_runs') }}
 {%- endmacro %}
 
 {% macro _cdc_timestamp_format() -%}

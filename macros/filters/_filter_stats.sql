@@ -1,7 +1,7 @@
 {#- Private helpers: `ops.filter_stats` and the filtered_append statements. -#}
 
 {% macro _filter_stats_relation() -%}
-    {{ return('ops.filter_stats') }}
+    {{ return(generate_schema_name('ops') ~ '.filter_stats') }}
 {%- endmacro %}
 
 {#-

@@ -33,7 +33,7 @@
         {%- set names = chosen -%}
     {%- endif -%}
     {%- do _dq_metrics_ensure() -%}
-    insert into ops.dq_metrics
+    insert into {{ _dq_metrics_relation() }}
     select
         '{{ invocation_id }}' as invocation_id,
         timestamp'{{ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') }}' as run_started_at,
@@ -60,9 +60,13 @@
     ) profiled as column_name, non_null_rows
 {%- endmacro %}
 
+{% macro _dq_metrics_relation() -%}
+    {{ return(generate_schema_name('ops') ~ '.dq_metrics') }}
+{%- endmacro %}
+
 {% macro _dq_metrics_ensure() -%}
     {%- do run_query(
-        "create table if not exists ops.dq_metrics ("
+        "create table if not exists " ~ _dq_metrics_relation() ~ " ("
         ~ "invocation_id string not null, run_started_at timestamp not null, "
         ~ "model string not null, relation string not null, column_name string not null, "
         ~ "row_count bigint not null, null_rows bigint not null, null_ratio double, "

@@ -1,9 +1,11 @@
 {#-
-    Creates the medallion schemas (`silver`, `gold`, `ops`; `bronze` is created by
-    register_ingestion_tables) so that every layer exists, even before a model writes to
-    it. Idempotent; runs at the start of every dbt invocation (on-run-start).
+    Creates the medallion schemas so that every layer exists, even before a model writes
+    to it: by default the target's `silver`, `gold` and `ops` schemas as
+    generate_schema_name names them (`bronze` is created by register_ingestion_tables);
+    or the schemas given, as they are. Idempotent; runs at the start of every dbt
+    invocation (on-run-start).
 -#}
-{% macro create_layer_schemas(schemas=['silver', 'gold', 'ops']) -%}
+{% macro create_layer_schemas(schemas=none) -%}
     {{ return(adapter.dispatch('create_layer_schemas', 'lakehouse')(schemas)) }}
 {%- endmacro %}
 
@@ -12,6 +14,12 @@
 {%- endmacro %}
 
 {% macro spark__create_layer_schemas(schemas) -%}
+    {%- if schemas is none -%}
+        {%- set schemas = [] -%}
+        {%- for layer in ['silver', 'gold', 'ops'] -%}
+            {%- do schemas.append(generate_schema_name(layer)) -%}
+        {%- endfor -%}
+    {%- endif -%}
     {%- if schemas is string or schemas | length == 0 -%}
         {{ exceptions.raise_compiler_error(
             "create_layer_schemas: `schemas` must be a non-empty list, got " ~ schemas

@@ -90,12 +90,32 @@ def summary(spark) -> list[tuple[str, str, int]]:
 
 
 def rejected_by_filter(spark) -> list[tuple[str, int, int]]:
-    """(filter, rows rejected by it first, rows failing it) over every run of visits."""
+    """(filter, rows rejected by it first, rows failing it) over the runs of visits that
+    stand: `ops.filter_stats_current`, where a backfilled window counts once (its latest
+    run), so the filters' rows add up to the quarantine."""
     rows = spark.sql(
-        "select filter_name, sum(rejected_rows), sum(failed_rows) from ops.filter_stats "
-        "where model = 'visits' group by filter_name, filter_position order by filter_position"
+        "select filter_name, sum(rejected_rows), sum(failed_rows) from ops.filter_stats_current "
+        "where model = 'visits' group by filter_name, filter_position "
+        "order by filter_position"
     ).collect()
     return [tuple(r) for r in rows]
+
+
+def visits_totals(spark) -> dict[str, int]:
+    """What the visits statistics must add up to: Bronze rows, kept, quarantined, and
+    the standing runs' rejected rows (filters) and duplicates removed."""
+    stats = spark.sql(
+        "select coalesce(sum(if(kind = 'filter', rejected_rows, 0)), 0), "
+        "coalesce(sum(if(kind = 'deduplicate', rejected_rows, 0)), 0) "
+        "from ops.filter_stats_current where model = 'visits'"
+    ).first()
+    return {
+        "bronze": spark.table("bronze.blog_visits").count(),
+        "silver": spark.table("silver.visits").count(),
+        "quarantine": spark.table("silver.visits__quarantine").count(),
+        "rejected": stats[0],
+        "duplicates": stats[1],
+    }
 
 
 def versions(spark) -> list[tuple[str, int, int, int]]:
@@ -138,6 +158,12 @@ def print_summary(spark, backfill: str) -> None:
     print(f"\n    {'visits filter':26} {'rejected':>9} {'failing':>9}")
     for name, rejected, failing in rejected_by_filter(spark):
         print(f"    {name:26} {rejected:>9} {failing:>9}")
+    totals = visits_totals(spark)
+    print(
+        f"    (each window once: rejected {totals['rejected']} = quarantine "
+        f"{totals['quarantine']}; duplicates {totals['duplicates']} = Bronze "
+        f"{totals['bronze']} - silver {totals['silver']} - quarantine {totals['quarantine']})"
+    )
     print(f"\n    {'history':28} {'versions':>9} {'keys':>7} {'current':>8}")
     for relation, count, keys, current in versions(spark):
         print(f"    {relation:28} {count:>9} {keys:>7} {current:>8}")

@@ -4,8 +4,10 @@ Reads the run metadata the pipeline writes and charts it over time:
 
 - ingestion lag, throughput and dead letters per topic, from the ingestion job's batch
   log (`ops.ingestion_batches`, read by path) and `bronze.dead_letter`;
-- rejected rows per filter and duplicates removed, per run (`ops.filter_stats`);
-- row counts and null ratios per model, per run (`ops.dq_metrics`);
+- rejected rows per filter and duplicates removed, per window: the runs that stand
+  (`ops.filter_stats_current`: a backfilled window once, its latest run);
+- row counts and null ratios per model after every build (`ops.dq_metrics`: the
+  table's state then, a backfill's build included, not a count per window);
 - successful builds per model (`ops.cdc_merge_runs` and `ops.dq_metrics`) and the
   freshness of each Bronze table (newest `_ingested_at`).
 
@@ -167,29 +169,41 @@ def dead_letter_reasons_chart(spark: SparkSession) -> Chart:
     return chart.finish(_missing("bronze.dead_letter", table))
 
 
+FILTER_STATS = "ops.filter_stats_current"
+SUPERSEDED_NOTE = (
+    " Runs superseded by a later run of their window (a backfill, a full refresh) are "
+    "left out, so each window counts once."
+)
+
+
 def filter_charts(spark: SparkSession) -> list[Chart]:
-    stats = _read_table(spark, "ops.filter_stats")
-    rows = _rows(stats, "model", "filter_name", "kind", "rejected_rows", "run_started_at")
+    """Rejected rows and duplicates per window, from the runs that stand."""
+    stats = _read_table(spark, FILTER_STATS)
+    rows = _rows(stats, "model", "filter_name", "kind", "rejected_rows", "execution_time")
     rejected = Chart(
-        "filter_rejections", "Rejected rows per filter, per run",
-        "ops.filter_stats (kind = 'filter', rejected_rows)",
-        "Rows whose first failing filter this is, per dbt run (zeros included).",
-        "lines", "run started (UTC)", "rejected rows",
+        "filter_rejections", "Rejected rows per filter, per window",
+        f"{FILTER_STATS} (kind = 'filter', rejected_rows)",
+        "Rows whose first failing filter this is, per window (zeros included), at the "
+        "window's execution time." + SUPERSEDED_NOTE,
+        "lines", "window (execution time, UTC)", "rejected rows",
     )  # fmt: skip
     duplicates = Chart(
-        "duplicates_removed", "Duplicates removed per run",
-        "ops.filter_stats (kind = 'deduplicate', rejected_rows)",
-        "Copies of an already kept key dropped after the filters, per dbt run.",
-        "lines", "run started (UTC)", "duplicates removed",
+        "duplicates_removed", "Duplicates removed per window",
+        f"{FILTER_STATS} (kind = 'deduplicate', rejected_rows)",
+        "Copies of an already kept key dropped after the filters, per window."
+        + SUPERSEDED_NOTE,
+        "lines", "window (execution time, UTC)", "duplicates removed",
     )  # fmt: skip
     rejected.series, duplicates.series = defaultdict(list), defaultdict(list)
     for row in rows:
-        point = (row["run_started_at"], row["rejected_rows"])
+        point = (row["execution_time"], row["rejected_rows"])
         if row["kind"] == "deduplicate":
             duplicates.series[row["model"]].append(point)
         else:
             rejected.series[f"{row['model']} · {row['filter_name']}"].append(point)
-    why = _missing("ops.filter_stats", stats)
+    why = _missing(FILTER_STATS, stats)
+    if stats is None and spark.catalog.tableExists("ops.filter_stats"):
+        why += " (dbt build creates it)"
     return [
         rejected.finish(why if not rows else "no filter rows yet"),
         duplicates.finish(why if not rows else "no model deduplicates yet"),
@@ -707,11 +721,16 @@ def main(argv: list[str] | None = None) -> int:
         "--output", type=Path, help="directory for index.html (default: $LAKEHOUSE_HOME/report)"
     )
     args = parser.parse_args(argv)
+    from python_jobs.preflight import PreflightError
+
     try:
         target = write_report(output=args.output)
     except NotADirectoryError as error:
         print(f"report: {error}", file=sys.stderr)
         return 2
+    except PreflightError as error:
+        print(f"report: {error}", file=sys.stderr)
+        return 1
     print(f"observability report: {target}")
     return 0
 

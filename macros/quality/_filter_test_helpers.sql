@@ -1,8 +1,10 @@
 {#- Private helpers of the generic tests on `ops.filter_stats`. -#}
 
-{#- The CTEs `runs` (one row per run of the model that saw rows: its rejected share,
-    by `filter_name` (first failing filter) or by all filters), `latest` and `previous`
-    (the latest run, and the one before it). -#}
+{#- The CTEs `runs` (one row per standing run of the model that saw rows: its
+    rejected share, by `filter_name` (first failing filter) or by all filters), `latest`
+    and `previous` (the latest run, and the one before it). Runs superseded by a later
+    run of their window (`mark_superseded_runs`) are left out, so a backfill is compared
+    with the run of the previous window, not with the run it replaced. -#}
 {% macro _filter_test_runs(model, filter_name) -%}
     with runs as (
         select
@@ -10,9 +12,10 @@
             max(run_started_at) as run_started_at,
             {{ "'" ~ filter_name ~ "'" if filter_name else "'all filters'" }} as filter_name,
             sum(rejected_rows) / max(total_rows) as rejected_share
-        from {{ _filter_stats_relation() }}
+        from ({{ mark_superseded_runs(_filter_stats_relation(), ['relation']) }}) as stats
         where
-            model = '{{ model.identifier }}'
+            superseded_by is null
+            and model = '{{ model.identifier }}'
             and kind = 'filter'
             and total_rows > 0
             {%- if filter_name %}

@@ -2,9 +2,10 @@
     Generic test on the filter statistics (`ops.filter_stats`) of a model built with
     `filtered_append`, the Skew Detector: the rejected share of the model's latest run
     (by `filter_name`, or all filters) is at most `factor` times the share of the run
-    before it (runs that saw no rows are skipped; statistics exist only for runs that
-    succeeded). Shares below `min_share` count as `min_share`, so that 0.1% after 0%
-    is not a jump. Returns both runs when it jumped.
+    before it among the runs that stand (`mark_superseded_runs`: a backfill is compared
+    with the previous window's run, not with the run of its own window that it
+    replaced; runs that saw no rows are skipped). Shares below `min_share` count as
+    `min_share`, so that 0.1% after 0% is not a jump. Returns both runs when it jumped.
 -#}
 {% test filter_rejected_share_jump(model, factor, filter_name=none, min_share=0.01) %}
     {{ return(adapter.dispatch('test_filter_rejected_share_jump', 'lakehouse')(

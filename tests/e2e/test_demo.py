@@ -81,6 +81,22 @@ def test_make_demo_writes_only_under_its_home(tmp_path: Path) -> None:
         assert relation in summary
     for name in ("missing_visit_id", "unparseable_event_time", "future_event_time"):
         assert re.search(rf"^ +{name} +\d+ +\d+$", summary, re.M), name
+    # The backfilled window counts once: the filters' rows are the quarantine's, and
+    # the duplicates what Bronze holds beyond the kept and quarantined rows.
+    filters = re.findall(r"^ +(\w+) +(\d+) +\d+$", summary, re.M)
+    rejected = {name: int(n) for name, n in filters if not name.startswith("duplicate_")}
+    check = re.search(
+        r"each window once: rejected (\d+) = quarantine (\d+); duplicates (\d+) = "
+        r"Bronze (\d+) - silver (\d+) - quarantine (\d+)\)",
+        summary,
+    )
+    total, quarantined, duplicates, bronze_rows, silver_rows, _ = map(int, check.groups())
+    assert total == quarantined == sum(rejected.values()) and len(rejected) == 5
+    assert int(dict(filters)["duplicate_visit_id"]) == duplicates
+    assert duplicates == bronze_rows - silver_rows - quarantined >= 0
+    assert re.search(rf"^ +silver +visits__quarantine +{quarantined}$", summary, re.M)
+    assert re.search(rf"^ +silver +visits +{silver_rows}$", summary, re.M)
+    assert re.search(rf"^ +bronze +blog_visits +{bronze_rows}$", summary, re.M)
     for relation in ("silver.users_history", "silver.articles_history", "silver.devices_history"):
         assert re.search(rf"^ +{re.escape(relation)} +[1-9]\d* +[1-9]\d* +\d+$", summary, re.M)
     for topic in ("blog.public.users", "blog.public.articles"):  # lag: now - commit time

@@ -56,10 +56,15 @@ def _render(spark, home: Path, name: str, screenshot: Path | None = None):
 
 
 def _create_tables(spark, dbt) -> None:
-    """Every table the report reads, empty, created by the project's own code."""
+    """Every table the report reads, empty, created by the project's own code (the
+    view of the standing filter statistics by `dbt run`, as `dbt build` creates it)."""
     bronze.ensure_tables(spark, load_topics())
     spark.sql("create schema if not exists ops")
     dbt("run-operation", "create_ops_tables")
+    assert report.filter_charts(spark)[0].empty == (
+        "ops.filter_stats_current does not exist yet (dbt build creates it)"
+    )
+    dbt("run", "--select", "filter_stats_current")
 
 
 # --- stated rows ------------------------------------------------------------------------
@@ -73,10 +78,13 @@ BATCHES = [
     ("blog.visits", 1, False, 12, 9, 3, 0, None, at(1.5), 0.5),
 ]
 
-# (model, filter, kind, rejected) per run; runs at T0+10 min and T0+70 min.
+# (started, rejected per filter, duplicates, execution time) per run of visits: runs at
+# T0+10 min and T0+70 min, then a backfill of the second one's window at T0+130 min
+# (after a change to the filters: other counts), which supersedes it.
 FILTER_RUNS = {
-    "inv-1": (at(10), [1, 0, 2, 0, 1], 3),
-    "inv-2": (at(70), [0, 0, 0, 1, 0], 0),
+    "inv-1": (at(10), [1, 0, 2, 0, 1], 3, at(10)),
+    "inv-2": (at(70), [0, 0, 0, 1, 0], 0, at(70)),
+    "inv-3": (at(130), [0, 0, 0, 2, 0], 1, at(70)),
 }
 FILTERS = [
     "missing_visit_id",
@@ -172,13 +180,13 @@ def write_stated_rows(spark) -> None:
     write_dead_letters(spark, "blog.visits", ["{oops", "[1, 2]"], T0.replace(tzinfo=UTC))
 
     values = []
-    for invocation, (started, rejected, duplicates) in FILTER_RUNS.items():
+    for invocation, (started, rejected, duplicates, execution) in FILTER_RUNS.items():
         named = list(zip(FILTERS, rejected, strict=True)) + [("duplicate_visit_id", duplicates)]
         for position, (name, count) in enumerate(named, 1):
             kind = "deduplicate" if name.startswith("duplicate") else "filter"
             values.append(
                 f"('{invocation}', {sql_time(started)}, 'visits', '{name}', {count}, 20, "
-                f"{position}, '{kind}', {count}, 'silver.visits', {sql_time(started)}, null, "
+                f"{position}, '{kind}', {count}, 'silver.visits', {sql_time(execution)}, null, "
                 f"null, {sql_time(started + timedelta(seconds=40))})"
             )
     spark.sql("insert into ops.filter_stats values " + ", ".join(values))
@@ -238,7 +246,7 @@ def test_a_lakehouse_without_tables_gives_no_data_yet_panels(spark, lakehouse_ho
         assert view.empty and view.points == -1 and view.drawn == 0, view
         assert "no data yet" in view.text
     assert "ops.ingestion_batches does not exist yet" in views["ingestion_lag"].text
-    assert "ops.filter_stats does not exist yet" in views["filter_rejections"].text
+    assert "ops.filter_stats_current does not exist yet" in views["filter_rejections"].text
     assert "ops.dq_metrics does not exist yet" in views["null_ratios"].text
     assert "bronze.dead_letter does not exist yet" in views["dead_letter_reasons"].text
     assert "do not exist yet" in views["builds"].text
@@ -256,8 +264,8 @@ def test_empty_tables_then_stated_rows(spark, dbt, lakehouse_home):
         "ingestion_throughput": "ops.ingestion_batches has no rows to chart",
         "dead_letters": "ops.ingestion_batches has no rows to chart",
         "dead_letter_reasons": "bronze.dead_letter has no rows to chart",
-        "filter_rejections": "ops.filter_stats has no rows to chart",
-        "duplicates_removed": "ops.filter_stats has no rows to chart",
+        "filter_rejections": "ops.filter_stats_current has no rows to chart",
+        "duplicates_removed": "ops.filter_stats_current has no rows to chart",
         "row_counts": "ops.dq_metrics has no rows to chart",
         "null_ratios": "ops.dq_metrics has no rows to chart",
         "builds": "no successful build recorded yet",
@@ -282,9 +290,10 @@ def test_empty_tables_then_stated_rows(spark, dbt, lakehouse_home):
         "dead_letters": (2, 4, (1, 0, 2, 3)),
         "dead_letter_reasons": (1, 2, (1, 1)),
         # future_event_time, missing_page, missing_visit_id, unparseable_event_time,
-        # unsupported_device: two runs each.
-        "filter_rejections": (5, 10, (2, 0, 0, 1, 1, 0, 0, 0, 1, 0)),
-        "duplicates_removed": (1, 2, (3, 0)),
+        # unsupported_device: two windows each, the second as backfilled (inv-3; inv-2,
+        # superseded, is left out).
+        "filter_rejections": (5, 10, (2, 0, 0, 2, 1, 0, 0, 0, 1, 0)),
+        "duplicates_removed": (1, 2, (3, 1)),
         # gold.fct_visits, silver.users, silver.visits
         "row_counts": (3, 4, (0, 4, 10, 12)),
         "null_ratios_silver.users": (1, 1, (0.0,)),

@@ -1,8 +1,9 @@
 """The generic tests on ops.filter_stats fail exactly when they should.
 
 Fixture statistics for a model `stats_fixture` (three runs: 15% rejected, an empty run,
-then 65%) and `stats_quiet` (0%, then 0.5%, then 5%); each test's SQL, compiled by dbt,
-must return the failing run and nothing else.
+then 65%), `stats_quiet` (0%, then 0.5%, then 5%) and two models whose latest run is a
+backfill (WINDOWED); each test's SQL, compiled by dbt, must return the failing run and
+nothing else.
 """
 
 from __future__ import annotations
@@ -26,6 +27,26 @@ STATS = [
     ("stats_quiet", "run-e", 2, "bad_time", 5, 1000),
 ]
 
+# Runs with windows: (model, invocation, hour started, execution hour, window start hour
+# (None: from the beginning), window end hour, rejected_rows of 100). The latest run of
+# each is a backfill of its second window (execution hour 2 again): it must be compared
+# with the run of the window before (10%), not with the run it superseded (50%), nor, in
+# `stats_later`, with the run of hour 3, whose window the backfill took the table back
+# before (20%: under 3x 50%, so comparing with it would pass).
+WINDOWED = [
+    ("stats_backfill", "run-f", 1, 1, None, 1, 10),
+    ("stats_backfill", "run-g", 2, 2, 1, 2, 50),
+    ("stats_backfill", "run-h", 3, 2, 1, 2, 50),
+    ("stats_later", "run-i", 1, 1, None, 1, 10),
+    ("stats_later", "run-j", 2, 2, 1, 2, 50),
+    ("stats_later", "run-k", 3, 3, 2, 3, 20),
+    ("stats_later", "run-l", 4, 2, 1, 2, 50),
+]
+
+
+def _hour(hour: int | None) -> datetime | None:
+    return None if hour is None else datetime(2024, 10, 7, hour)
+
 
 @pytest.fixture(scope="module")
 def stats(spark, dbt):
@@ -48,6 +69,20 @@ def stats(spark, dbt):
         "cast(null as timestamp) as window_end",
         "current_timestamp() as recorded_at",
     ).write.format("delta").mode("append").saveAsTable("ops.filter_stats")
+    windowed = [
+        (inv, _hour(hour), model, "bad_time", rejected, 100, 1, "filter", rejected,
+         f"silver.{model}", _hour(execution), _hour(start), _hour(end))
+        for model, inv, hour, execution, start, end, rejected in WINDOWED
+    ]  # fmt: skip
+    spark.createDataFrame(
+        windowed,
+        "invocation_id string, run_started_at timestamp, model string, filter_name string, "
+        "rejected_rows long, total_rows long, filter_position int, kind string, "
+        "failed_rows long, relation string, execution_time timestamp, "
+        "window_start timestamp, window_end timestamp",
+    ).selectExpr("*", "current_timestamp() as recorded_at").write.format("delta").mode(
+        "append"
+    ).saveAsTable("ops.filter_stats")
     yield
     spark.sql("delete from ops.filter_stats where model like 'stats_%'")
 
@@ -101,6 +136,50 @@ def test_a_jump_against_the_previous_run_fails(spark, stats) -> None:
     assert failing(spark, jump("stats_fixture", 3, "bad_page"), COLUMNS) == []
 
 
+def test_a_backfill_is_compared_with_the_previous_window_not_the_run_it_replaced(
+    spark, stats
+) -> None:
+    # run-h re-ran run-g's window: both 50%, but the window before was 10%.
+    assert failing(spark, jump("stats_backfill", 3), COLUMNS) == [
+        (
+            "run-h",
+            "all filters",
+            0.5,
+            "rejected share jumped more than 3x from 0.1 (invocation run-f)",
+        )
+    ]
+    # run-l re-ran hour 2's window after hour 3's run (20%), which it took back: 10% again.
+    assert failing(spark, jump("stats_later", 3), COLUMNS) == [
+        (
+            "run-l",
+            "all filters",
+            0.5,
+            "rejected share jumped more than 3x from 0.1 (invocation run-i)",
+        )
+    ]
+    assert failing(spark, jump("stats_later", 5), COLUMNS) == []
+    # The share test reads the same latest run.
+    assert failing(spark, share("stats_later", 0.4), COLUMNS) == [
+        ("run-l", "all filters", 0.5, "rejected share above 0.4")
+    ]
+
+
+def test_superseded_runs_are_marked_with_the_run_that_replaced_them(spark, stats) -> None:
+    call = "mark_superseded_runs('ops.filter_stats', ['relation'])"
+    rows = failing(spark, call, "distinct invocation_id, superseded_by")
+    assert [row for row in rows if row[0] in {r[1] for r in WINDOWED}] == [
+        ("run-f", None),
+        ("run-g", "run-h"),  # the same execution time, re-run
+        ("run-h", None),
+        ("run-i", None),
+        ("run-j", "run-l"),
+        ("run-k", "run-l"),  # its window started where run-l's ended: merged again later
+        ("run-l", None),
+    ]
+    # Runs without windows (the fixtures above) supersede nothing.
+    assert {row[1] for row in rows if row[0] not in {r[1] for r in WINDOWED}} == {None}
+
+
 def test_small_shares_count_as_the_floor(spark, stats) -> None:
     # 0% then 0.5%: below the 1% floor, not a jump; with a 0.1% floor it is one.
     assert failing(spark, jump("stats_quiet", 2), COLUMNS) == []
@@ -114,6 +193,10 @@ def test_small_shares_count_as_the_floor(spark, stats) -> None:
     [
         (share("m", 1.5), "max_share must be a share between 0 and 1, got 1.5"),
         (jump("m", 0.5), "factor must be a number of at least 1, got 0.5"),
+        (
+            "mark_superseded_runs('ops.filter_stats', none)",
+            "mark_superseded_runs (ops.filter_stats): partition_by is required",
+        ),
     ],
 )
 def test_bad_arguments_fail_compilation(dbt, call: str, message: str) -> None:

@@ -208,6 +208,50 @@ def test_a_backfill_of_a_window_gives_the_same_rows_again(rounds) -> None:
     assert got_stats == [STATS_1, STATS_2, STATS_EMPTY, STATS_2]
 
 
+def test_after_the_backfill_each_window_counts_once_and_the_totals_add_up(
+    spark, dbt, rounds
+) -> None:
+    from python_jobs.demo import rejected_by_filter, visits_totals
+
+    dbt("run", "--select", "filter_stats_current")
+    # ops.filter_stats keeps every run: round 2's window is there twice, so its sums
+    # count the late copy's future_event_time and two duplicates twice.
+    raw = spark.sql(
+        "select sum(if(kind = 'filter', rejected_rows, 0)), "
+        "sum(if(kind = 'deduplicate', rejected_rows, 0)) from ops.filter_stats "
+        "where model = 'visits'"
+    ).first()
+    assert tuple(raw) == (11 + 1 + 0 + 1, 1 + 2 + 0 + 2)
+    # What stands: round 1 and the backfill of round 2; round 2 was re-run, and round 3
+    # (nothing new) ran after round 2's window, which the backfill merged again.
+    standing = spark.sql(
+        "select distinct invocation_id from ops.filter_stats_current where model = 'visits'"
+    ).collect()
+    runs = [row[0] for row in spark.sql(
+        "select invocation_id from ops.filter_stats where model = 'visits' "
+        "group by invocation_id order by min(run_started_at)"
+    ).collect()]  # fmt: skip
+    assert sorted(row[0] for row in standing) == sorted([runs[0], runs[3]])
+    # Per filter over the standing runs: STATS_1 + STATS_2 (rejected first, failing).
+    assert rejected_by_filter(spark) == [
+        ("missing_visit_id", 3, 3),
+        ("unparseable_event_time", 3, 3),
+        ("future_event_time", 1 + 1, 4 + 1),
+        ("missing_page", 2, 3),
+        ("unsupported_device", 2, 4),
+        ("duplicate_visit_id", 1 + 2, 1 + 2),
+    ]
+    # Bronze: 15 + 5 rows (line 16 of batch 1 is a dead letter); kept: VISITS_2;
+    # quarantined: QUARANTINE_2; duplicates: line 2 of batch 1, lines 1 and 3 of batch 2.
+    assert (len(BATCH_1) - 1 + len(BATCH_2), len(VISITS_2), len(QUARANTINE_2)) == (20, 5, 12)
+    totals = visits_totals(spark)
+    assert totals == {"bronze": 20, "silver": 5, "quarantine": 12, "rejected": 12, "duplicates": 3}
+    assert totals["rejected"] == totals["quarantine"]
+    assert totals["duplicates"] == totals["bronze"] - totals["silver"] - totals["quarantine"]
+    # The view's own tests: one standing run per window.
+    dbt("test", "--select", "filter_stats_current")
+
+
 def test_each_build_records_row_counts_and_null_ratios(spark, rounds) -> None:
     rows = spark.sql(
         "select invocation_id, column_name, row_count, null_rows, null_ratio "

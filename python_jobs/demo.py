@@ -1,16 +1,15 @@
 """`make demo`: the whole story on this machine, end to end, with a summary.
 
 1. simulate a few days of the blog platform into the landing zone;
-2. ingest the landing zone into Bronze (available now);
-3. build: snapshot each devices full load (`python_jobs.snapshot_loads`), then
+2. run the pipeline as an operator schedules it (`python -m python_jobs.run`): ingest
+   the landing zone into Bronze (available now), snapshot each devices full load, then
    `dbt build` (models, snapshots, tests), with this moment as the execution time;
-4. simulate more days: changes, deletes, late visits, duplicates and broken records;
-5. ingest them;
-6. build again: only the new window is merged;
-7. backfill that window (`dbt run --select visits+` at the same execution time: the
+3. simulate more days: changes, deletes, late visits, duplicates and broken records;
+4. run the pipeline again: only the new files are ingested, the new window merged;
+5. backfill that window (`dbt run --select visits+` at the same execution time: the
    table is restored and the window merged again, with the same result);
-8. generate the lineage docs and the observability report;
-9. print rows per layer, rejected rows per filter, versions in history, ingestion lag,
+6. generate the lineage docs and the observability report;
+7. print rows per layer, rejected rows per filter, versions in history, ingestion lag,
    and where the docs and the report are.
 
 Runs in one process: one JVM start for the whole demo. A lakehouse that already holds
@@ -28,10 +27,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from python_jobs import ingest, report, run_dbt, snapshot_loads
+from python_jobs import report, run_dbt
+from python_jobs import run as pipeline
 from python_jobs.spark import get_spark, paths
 
-STEPS = 9
+STEPS = 7
 HISTORIES = [  # (relation, key, is-current condition)
     ("silver.users_history", "user_id", "is_current"),
     ("silver.articles_history", "article_id", "is_current"),
@@ -73,10 +73,10 @@ def execution_time() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def build(at: str) -> None:
-    if snapshot_loads.main([]):
-        raise SystemExit("snapshotting the devices loads failed (see the log above)")
-    dbt(["build", "--vars", json.dumps({"execution_time": at})])
+def run_pipeline(at: str) -> None:
+    """One production run (python_jobs.run): ingest, snapshot the loads, build."""
+    if pipeline.main(["--execution-time", at]):
+        raise SystemExit("the run failed (see the step named above)")
 
 
 def summary(spark) -> list[tuple[str, str, int]]:
@@ -211,13 +211,10 @@ def main(argv: list[str] | None = None) -> int:
         print("    the landing zone already holds a workload: using it as is (make clean first")
         print("    for a new story)")
 
-    progress.step("ingest the landing zone into Bronze")
     spark = get_spark()
-    ingest.run(ingest.IngestOptions(landing=landing))
-
     first = execution_time()
-    progress.step(f"build: snapshot the devices loads, dbt build (execution time {first})")
-    build(first)
+    progress.step(f"run: ingest, snapshot the devices loads, dbt build (execution time {first})")
+    run_pipeline(first)
 
     progress.step(f"simulate {options.more_days} more days: changes, late and broken records")
     if fresh:
@@ -225,12 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("    skipped: not a fresh lakehouse")
 
-    progress.step("ingest the new files")
-    ingest.run(ingest.IngestOptions(landing=landing))
-
     second = execution_time()
-    progress.step(f"build again: only the new window (execution time {second})")
-    build(second)
+    progress.step(f"run again: the new files, only the new window (execution time {second})")
+    run_pipeline(second)
 
     progress.step(f"backfill the window of {second}: dbt run --select visits+")
     before = visits_state(spark)

@@ -6,19 +6,22 @@ daily full loads (`$LAKEHOUSE_HOME/landing/reference/devices/<YYYY-MM-DD>/`), so
 +devices_history` once per load day after the last one the snapshot holds, in order,
 with that day as both the load to read (`devices_load_date`) and the snapshot's time
 (`snapshot_time`): a device missing from a load is closed at that load's day.
-Re-running it, or re-snapshotting a load, changes nothing.
+Re-running it, or re-snapshotting a load, changes nothing. The snapshot's relation is
+the one dbt names for the target (`silver.devices_history`, or a prefixed schema on a
+dev or ci target); on the `cluster` target it is read through the Thrift server.
 
-    python -m python_jobs.snapshot_loads [extra dbt arguments]
+    python -m python_jobs.snapshot_loads [extra dbt arguments, e.g. --target dev]
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
 
-SNAPSHOT = "silver.devices_history"
+SNAPSHOT = "devices_history"
 DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
@@ -33,15 +36,52 @@ def load_days(directory: Path) -> list[str]:
     )
 
 
-def snapshotted_through(spark) -> str | None:
+def snapshot_relation(target: str) -> tuple[str, str]:
+    """(schema, table) of the snapshot on `target`, as dbt names it (no query runs)."""
+    from python_jobs.run_dbt import invoke
+
+    result = invoke(
+        ["ls", "--select", SNAPSHOT, "--resource-type", "snapshot", "--output", "json"]
+        + ["--output-keys", "schema", "alias", "--log-level", "none", "--target", target]
+    )
+    if not result.success or not result.result:
+        raise RuntimeError(f"dbt does not know the snapshot {SNAPSHOT}: {result.exception}")
+    node = json.loads(result.result[0])
+    return node["schema"], node["alias"]
+
+
+def _query(target: str, sql: str) -> list[tuple]:
+    """Rows of `sql` on `target`: the embedded session, or the cluster's Thrift server."""
+    from python_jobs.run_dbt import SESSION_TARGETS
+
+    if target in SESSION_TARGETS:
+        from python_jobs.spark import get_spark
+
+        return [tuple(row) for row in get_spark().sql(sql).collect()]
+    from pyhive import hive
+
+    host = os.environ.get("SPARK_THRIFT_HOST", "localhost")
+    port = int(os.environ.get("SPARK_THRIFT_PORT", "10000"))
+    user = os.environ.get("SPARK_THRIFT_USER", "dbt")
+    with hive.connect(host, port=port, username=user) as connection:
+        cursor = connection.cursor()
+        cursor.execute(sql)
+        return [tuple(row) for row in cursor.fetchall()]
+
+
+def snapshotted_through(target: str = "local") -> str | None:
     """The latest load day the snapshot has recorded (an opening or a closing)."""
-    if not spark.catalog.tableExists(SNAPSHOT):
+    schema, table = snapshot_relation(target)
+    if not _query(target, f"show schemas like '{schema}'"):
         return None
-    row = spark.sql(
+    if not _query(target, f"show tables in {schema} like '{table}'"):
+        return None
+    rows = _query(
+        target,
         "select date_format(greatest(max(dbt_valid_from), coalesce(max(dbt_valid_to), "
-        f"max(dbt_valid_from))), 'yyyy-MM-dd') as day from {SNAPSHOT}"
-    ).first()
-    return row.day
+        f"max(dbt_valid_from))), 'yyyy-MM-dd') as day from {schema}.{table}",
+    )
+    return rows[0][0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,11 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    from python_jobs.run_dbt import invoke
-    from python_jobs.spark import get_spark, paths
+    from python_jobs.run_dbt import invoke, target_of
+    from python_jobs.spark import paths
 
-    spark = get_spark()
-    last = snapshotted_through(spark)
+    last = snapshotted_through(target_of(args))
     days = [day for day in load_days(paths()["devices_loads"]) if last is None or day > last]
     if not days:
         print(f"devices_history: no load after {last or 'the start'} to snapshot")

@@ -68,13 +68,15 @@ def test_make_demo_writes_only_under_its_home(tmp_path: Path) -> None:
         timeout=900,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    steps = re.findall(r"==> \[(\d)/9\] (\w+)", proc.stdout)
-    assert [int(n) for n, _ in steps] == list(range(1, 10))
+    steps = re.findall(r"==> \[(\d)/7\] (\w+)", proc.stdout)
+    assert [int(n) for n, _ in steps] == list(range(1, 8))
     assert [word for _, word in steps] == [
-        "simulate", "ingest", "build", "simulate", "ingest", "build", "backfill", "lineage",
-        "summary",
+        "simulate", "run", "simulate", "run", "backfill", "lineage", "summary",
     ]  # fmt: skip
-    summary = proc.stdout[proc.stdout.index("==> [9/9] summary") :]
+    # Each run is the production run command's three steps, in order.
+    runs = re.findall(r"==> run: step (\d)/3: (\w+)", proc.stdout)
+    assert runs == [("1", "ingest"), ("2", "snapshot"), ("3", "build")] * 2
+    summary = proc.stdout[proc.stdout.index("==> [7/7] summary") :]
     for relation in ("blog_public_users", "blog_public_articles", "blog_visits"):
         assert re.search(rf"bronze +{relation} +[1-9]", summary), relation
     for relation in ("silver   visits ", "gold     fct_visits ", "gold     agg_article_daily_"):

@@ -23,7 +23,7 @@ DBT_ARGS ?=
 DEMO_ARGS ?=
 PYTEST_ARGS ?=
 
-.PHONY: help setup java chromium demo test lint ingest build docs report simulate bench clean kafka-up kafka-down
+.PHONY: help setup java chromium demo test lint ingest build docs report simulate bench clean kafka-up kafka-down cluster-up cluster-down
 
 help:
 	@echo "make demo     simulate a workload, ingest it, build everything, print a summary"
@@ -35,6 +35,8 @@ help:
 	@echo "make bench    benchmarks (see bench/), printed with their baselines"
 	@echo "make kafka-up   start a Kafka broker on 127.0.0.1 (KAFKA_PORT=N, else a free port)"
 	@echo "make kafka-down stop it"
+	@echo "make cluster-up   a Spark master, 2 workers and a Thrift server on them, on 127.0.0.1 (CLUSTER_PORT, CLUSTER_UI_PORT, THRIFT_PORT, THRIFT_UI_PORT; 0: a free port)"
+	@echo "make cluster-down stop them"
 	@echo "make setup    create .venv, install the pinned stack, resolve the Spark jars"
 
 # Java 17 (or 21) is a prerequisite of Spark 4; we don't install a JDK behind your back.
@@ -115,6 +117,15 @@ kafka-up: setup
 
 kafka-down: setup
 	$(PY) -m python_jobs.kafka_broker down
+
+# A Spark standalone cluster on loopback (Spark's own master and worker classes from the
+# pyspark install) and a Thrift server running on it; state under LAKEHOUSE_HOME/cluster,
+# addresses in LAKEHOUSE_HOME/cluster/cluster.env (docs/deploying-cluster.md).
+cluster-up: setup
+	$(PY) -m python_jobs.cluster up
+
+cluster-down: setup
+	$(PY) -m python_jobs.cluster down
 
 lint: setup
 	$(VENV)/bin/ruff check python_jobs tests bench

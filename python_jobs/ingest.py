@@ -581,9 +581,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     options = parse_args(argv)
+    from python_jobs.preflight import PreflightError
+
     try:
         run(options)
-    except IngestError as error:
+    except (IngestError, PreflightError) as error:
         log.error("%s", error)
         return 1
     return 0

@@ -53,6 +53,18 @@ def target_of(args: list[str]) -> str:
 SESSIONLESS_COMMANDS = ("parse",)
 
 
+def check_target(target: str, command: str | None = None) -> None:
+    """Before anything is written: the `cluster` target's Thrift server must answer
+    (dbt would retry for half a minute before failing)."""
+    if target == "cluster" and command not in SESSIONLESS_COMMANDS:
+        from python_jobs.preflight import check_thrift
+
+        check_thrift(
+            os.environ.get("SPARK_THRIFT_HOST", "localhost"),
+            int(os.environ.get("SPARK_THRIFT_PORT", "10000")),
+        )
+
+
 def prepare_session(target: str, command: str | None = None) -> None:
     """For the embedded target: start the catalog-bound session and create any Bronze
     table not yet ingested (a topic with no files yet still has its empty table)."""
@@ -69,6 +81,7 @@ def invoke(args: list[str]):
     """Run one dbt command in this process; returns dbt's `dbtRunnerResult`."""
     from dbt.cli.main import dbtRunner
 
+    check_target(target_of(args), args[0] if args else None)
     configure_environment()
     prepare_session(target_of(args), args[0] if args else None)
     return dbtRunner().invoke(args)
@@ -79,7 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if args else 2
-    result = invoke(args)
+    from python_jobs.preflight import PreflightError
+
+    try:
+        result = invoke(args)
+    except PreflightError as error:
+        print(f"python -m python_jobs.run_dbt: error: {error}", file=sys.stderr)
+        return 1
     return 0 if result.success else 1
 
 

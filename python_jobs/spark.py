@@ -270,15 +270,75 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
         "spark.lakehouse.pii_salt": pii_salt(),
     }
     settings["spark.sql.catalogImplementation"] = "hive" if catalog else "in-memory"
+    settings.update(master_settings(settings["spark.master"]))
     return settings
 
 
-def thrift_server_settings() -> dict[str, str]:
+def master_settings(master: str) -> dict[str, str]:
+    """``spark.master`` and, for a Spark standalone cluster (``spark://host:port``, e.g.
+    the loopback one of ``python -m python_jobs.cluster``), how this application's
+    executors are sized and where they keep their files."""
+    settings = {"spark.master": master}
+    if not master.startswith("spark://"):
+        return settings
+    tmp = paths()["tmp"]
+    executor_java_opts = " ".join(
+        [
+            # The executors' scratch files stay under LAKEHOUSE_HOME too.
+            f"-Djava.io.tmpdir={tmp}",
+            "-Duser.timezone=UTC",
+            "-XX:-UsePerfData",
+            f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
+        ]
+    )
+    settings.update(
+        {
+            # Small executors for a small cluster: one core each, and by default one
+            # executor per application, so that two applications (the Thrift server and
+            # ingestion) run side by side on the two 1-core workers of `make cluster-up`.
+            "spark.executor.cores": "1",
+            "spark.executor.memory": os.environ.get("SPARK_EXECUTOR_MEMORY", "1g"),
+            "spark.cores.max": os.environ.get("SPARK_CORES_MAX", "1"),
+            "spark.executor.extraJavaOptions": executor_java_opts,
+            "spark.executorEnv.TZ": "UTC",
+            # Python on the executors is this virtualenv's (pyspark and its deps).
+            "spark.pyspark.python": sys.executable,
+            # The driver listens on loopback only; executors connect back there.
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+        }
+    )
+    return settings
+
+
+def cluster_daemon_java_options() -> str:
+    """JVM options (and Spark settings) of the standalone master and workers that
+    ``python -m python_jobs.cluster`` starts (SPARK_DAEMON_JAVA_OPTS)."""
+    return " ".join(
+        [
+            f"-Djava.io.tmpdir={paths()['home'] / 'cluster' / 'tmp'}",
+            "-Duser.timezone=UTC",
+            "-XX:-UsePerfData",
+            f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
+            # An application that does not say how many cores it wants gets one, not
+            # the whole cluster.
+            "-Dspark.deploy.defaultCores=1",
+            # No REST submission server: it listens on a fixed port (6066) and
+            # applications connect with spark:// anyway.
+            "-Dspark.master.rest.enabled=false",
+        ]
+    )
+
+
+def thrift_server_settings(master: str | None = None, ui_port: int | None = None) -> dict[str, str]:
     """Settings for a Spark Thrift Server (HiveServer2) bound to the catalog.
 
     HiveServer2 sessions resolve data sources through their own class loader, which
     does not see `spark.jars`: the Delta jars themselves also go on the driver's class
     path (only those: their transitive dependencies could shadow Spark's own).
+
+    ``master`` runs it on a cluster (default: SPARK_MASTER, else local); ``ui_port``
+    turns its web UI and REST API (``/api/v1``) on at that port.
     """
     jars = cached_jars()
     if not jars:
@@ -288,6 +348,12 @@ def thrift_server_settings() -> dict[str, str]:
     settings = spark_settings(catalog=True)
     delta = [j for j in jars if Path(j).name.startswith(DELTA_JAR_PREFIXES)]
     settings["spark.driver.extraClassPath"] = os.pathsep.join(delta)
+    settings["spark.app.name"] = "lakehouse-thrift-server"
+    if master is not None:
+        settings.update(master_settings(master))
+    if ui_port is not None:
+        settings["spark.ui.enabled"] = "true"
+        settings["spark.ui.port"] = str(ui_port)
     return settings
 
 

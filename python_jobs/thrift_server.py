@@ -24,10 +24,13 @@ SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 SPARK_HOME = Path(pyspark.__file__).parent  # pip's pyspark ships bin/spark-submit
 
 
-def command(port: int, host: str = "127.0.0.1") -> list[str]:
-    """The spark-submit command line that starts the server with every project setting."""
+def command(
+    port: int, host: str = "127.0.0.1", master: str | None = None, ui_port: int | None = None
+) -> list[str]:
+    """The spark-submit command line that starts the server with every project setting
+    (on the cluster at ``master`` if given; with its web UI on ``ui_port`` if given)."""
     args = [str(SPARK_HOME / "bin" / "spark-submit"), "--class", SERVER_CLASS]
-    for key, value in thrift_server_settings().items():
+    for key, value in thrift_server_settings(master, ui_port).items():
         args += ["--conf", f"{key}={value}"]
     args += [
         "spark-internal",
@@ -46,10 +49,18 @@ def main(argv: list[str] | None = None) -> int:
         "Delta settings, for the `cluster` dbt target. Runs until stopped.",
     )
     parser.add_argument("--port", type=int, default=10000, help="port (default 10000)")
+    parser.add_argument(
+        "--master",
+        help="run on this Spark master, e.g. spark://127.0.0.1:7077 (default: "
+        "SPARK_MASTER, else local; `make cluster-up` starts one with a server on it)",
+    )
+    parser.add_argument(
+        "--ui-port", type=int, help="serve the web UI and its REST API on this port (default: off)"
+    )
     args = parser.parse_args(argv)
     ensure_directories()
     try:
-        cmd = command(args.port)
+        cmd = command(args.port, master=args.master, ui_port=args.ui_port)
     except RuntimeError as error:
         parser.exit(1, f"{parser.prog}: error: {error}\n")
     env = {

@@ -37,7 +37,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from python_jobs.spark import paths
+from python_jobs.spark import paths, shared_catalog
 from python_jobs.topics import Topic
 
 PARTITION_COLUMN = "_ingest_date"
@@ -463,13 +463,47 @@ def batches_path() -> str:
 
 def ensure_tables(spark: SparkSession, topics: list[Topic]) -> None:
     """Every table the ingestion job writes: one Bronze table per topic, the dead
-    letters and the batch log."""
+    letters and the batch log; with the shared catalog, also registered in it."""
     for topic in topics:
         ensure_table(spark, topic)
     ensure_delta_table(
         spark, dead_letter_path(), DEAD_LETTER_SCHEMA, [PARTITION_COLUMN], DEAD_LETTER_PROPERTIES
     )
     ensure_delta_table(spark, batches_path(), BATCH_SCHEMA, (), TABLE_PROPERTIES)
+    if shared_catalog() and spark.conf.get("spark.sql.catalogImplementation") == "hive":
+        register_tables(spark, topics)
+
+
+def catalog_tables(topics: list[Topic]) -> list[tuple[str, str, str]]:
+    """(schema, table, location) of every table the ingestion job writes by path, as
+    the dbt sources name them (models/staging/blog/_blog__sources.yml)."""
+    return [
+        *[("bronze", topic.table, str(topic.bronze_path)) for topic in topics],
+        ("bronze", "dead_letter", dead_letter_path()),
+        ("ops", "ingestion_batches", batches_path()),
+    ]
+
+
+def register_tables(spark: SparkSession, topics: list[Topic]) -> None:
+    """Register the ingestion job's tables in the shared catalog as external Delta
+    tables at their paths (they are still written by path), if they are not yet.
+
+    Safe from several processes at once (ingestion and dbt starting together on a new
+    lakehouse): the loser of a race to register finds the winner's table.
+    With the embedded catalog dbt registers them instead, at the start of every
+    invocation (macros/utils/register_ingestion_tables.sql).
+    """
+    for schema, table, location in catalog_tables(topics):
+        name = f"{schema}.{table}"
+        if spark.catalog.tableExists(name):
+            continue
+        try:
+            spark.sql(f"create database if not exists {schema}")
+            escaped = location.replace("\\", "\\\\").replace("'", "\\'")
+            spark.sql(f"create table if not exists {name} using delta location '{escaped}'")
+        except Exception:
+            if not spark.catalog.tableExists(name):
+                raise
 
 
 def ensure_table(spark: SparkSession, topic: Topic) -> None:

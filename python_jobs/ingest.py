@@ -10,9 +10,10 @@ records (:func:`python_jobs.bronze.classify`) and appends, in this order:
 
 Each append uses Delta's idempotent-write options (`txnAppId` = the query's checkpoint
 id, `txnVersion` = the batch id), so a batch replayed after a crash anywhere between
-these writes and the checkpoint's commit writes each table at most once. The session
-has no catalog (`get_spark(catalog=False)`), so ingestion runs while `dbt build` holds
-the embedded catalog.
+these writes and the checkpoint's commit writes each table at most once. With the
+embedded catalog the session has none (`get_spark(catalog=False)`), so ingestion runs
+while `dbt build` holds it; with the shared catalog (LAKEHOUSE_CATALOG) the session is
+catalog-bound and registers the tables it writes (still by path) in it.
 
     python -m python_jobs.ingest --once                 # what is there, then exit
     python -m python_jobs.ingest --trigger-interval 10  # continuously, until SIGTERM
@@ -39,7 +40,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from python_jobs import bronze
-from python_jobs.spark import get_spark, paths
+from python_jobs.spark import get_spark, paths, shared_catalog
 from python_jobs.topics import Topic, load_topics
 
 log = logging.getLogger("ingest")
@@ -428,7 +429,7 @@ def run(options: IngestOptions | None = None, topics: list[Topic] | None = None)
     """Ingest every topic (default: the registry) with `options`, until done (`once`)
     or until SIGTERM/SIGINT, which stop the queries after the batch in flight."""
     options = options or IngestOptions()
-    spark = get_spark(catalog=False)
+    spark = get_spark(catalog=shared_catalog())
     topics = topics if topics is not None else load_topics()
     bronze.ensure_tables(spark, topics)
     stop = _StopFlag()

@@ -8,6 +8,7 @@ the local Thrift server (``python_jobs.thrift_server``) starts with
 Layout under ``LAKEHOUSE_HOME`` (default ``./.lakehouse``)::
 
     metastore_db/   the catalog (embedded Derby metastore, one process at a time)
+    catalog/        or the shared catalog's PostgreSQL cluster (``make catalog-up``)
     warehouse/      managed tables of the silver, gold and ops schemas
     bronze/         Bronze Delta tables, written *by path* by the ingestion job
     ops/            tables the jobs write by path (ingestion observability)
@@ -21,6 +22,14 @@ uses a session *without* the catalog (``get_spark(catalog=False)``) and writes D
 tables by path; dbt registers them in the ``bronze`` schema as external tables
 (``macros/utils/register_ingestion_tables.sql``). Delta's optimistic concurrency makes
 a reader of a path-based table and a streaming appender safe together.
+
+The shared catalog: ``LAKEHOUSE_CATALOG=postgresql://USER[:PASSWORD]@HOST:PORT/DBNAME``
+(what ``make catalog-up`` prints, python_jobs/catalog.py) puts the catalog in a Hive
+metastore backed by PostgreSQL instead. Spark's built-in Hive 2.3 client runs it in
+"local metastore" mode: every Spark process talks to PostgreSQL itself over JDBC
+(DataNucleus), so any number of processes hold the catalog at once. Ingestion then
+uses a catalog-bound session and registers its own Bronze tables (still written by
+path); unset, empty or ``derby`` keeps the embedded Derby catalog above.
 """
 
 from __future__ import annotations
@@ -29,7 +38,9 @@ import hashlib
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from pyspark.sql import SparkSession
 
@@ -44,6 +55,8 @@ SCALA_VERSION = "2.13"
 PACKAGES = (
     f"io.delta:delta-spark_{SPARK_VERSION.rsplit('.', 1)[0]}_{SCALA_VERSION}:{DELTA_VERSION}",
     f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_VERSION}:{SPARK_VERSION}",
+    # The JDBC driver of the shared catalog's PostgreSQL (LAKEHOUSE_CATALOG).
+    "org.postgresql:postgresql:42.7.14",
 )
 # Transitive dependencies that Spark already ships (at the versions it was built
 # with): leaving them out keeps a second, older copy off the class path.
@@ -70,10 +83,19 @@ EXCLUDED_PACKAGES = (
     "org.scala-lang.modules:scala-parallel-collections_2.13",
     "org.roaringbitmap:RoaringBitmap",
     "org.roaringbitmap:shims",
+    # Annotations only: the PostgreSQL driver runs without them.
+    "org.checkerframework:checker-qual",
 )
 IVY_SETTINGS = HERE / "ivysettings.xml"
 # The jars HiveServer2 needs on the driver's class path (see thrift_server_settings).
 DELTA_JAR_PREFIXES = ("io.delta_delta-spark", "io.delta_delta-storage")
+# The PostgreSQL JDBC driver's jar, as Ivy names it (see catalog_settings).
+POSTGRESQL_JAR_PREFIX = "org.postgresql_postgresql"
+
+# The setting that selects the catalog, and the values that mean the embedded one.
+CATALOG_ENV = "LAKEHOUSE_CATALOG"
+EMBEDDED_CATALOG = ("", "derby")
+CATALOG_URL_FORM = "postgresql://USER[:PASSWORD]@HOST:PORT/DBNAME"
 
 # Every timestamp in this project is UTC. Spark's session time zone is UTC (below), and
 # so is this process's local time zone: PySpark converts naive datetimes through the
@@ -186,6 +208,102 @@ def pii_salt() -> str:
     return path.read_text(encoding="ascii").strip()
 
 
+class CatalogSettingError(ValueError):
+    """LAKEHOUSE_CATALOG is neither the embedded catalog nor a PostgreSQL URL."""
+
+
+@dataclass(frozen=True)
+class CatalogURL:
+    """The shared catalog's PostgreSQL database, parsed from LAKEHOUSE_CATALOG."""
+
+    user: str
+    password: str
+    host: str
+    port: int
+    database: str
+
+    @property
+    def jdbc_url(self) -> str:
+        # connectTimeout: a catalog that stops answering fails a session in seconds.
+        return f"jdbc:postgresql://{self.host}:{self.port}/{self.database}?connectTimeout=10"
+
+    @property
+    def redacted(self) -> str:
+        """The URL without its password, for messages and logs."""
+        return f"postgresql://{self.user}@{self.host}:{self.port}/{self.database}"
+
+
+def catalog_url() -> str | None:
+    """The shared catalog's URL (``$LAKEHOUSE_CATALOG``), or None for embedded Derby."""
+    value = os.environ.get(CATALOG_ENV, "").strip()
+    return None if value.lower() in EMBEDDED_CATALOG else value
+
+
+def shared_catalog() -> bool:
+    """Whether the catalog is the shared Hive metastore (many processes at once)."""
+    return catalog_url() is not None
+
+
+def parse_catalog_url(url: str) -> CatalogURL:
+    """``postgresql://USER[:PASSWORD]@HOST:PORT/DBNAME`` (user and password
+    percent-encoded); a one-line :class:`CatalogSettingError` for anything else."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    database = parts.path.strip("/")
+    problem = (
+        "the scheme must be postgresql://" if parts.scheme != "postgresql"
+        else "no USER" if not parts.username
+        else "no HOST" if not parts.hostname
+        else "no PORT (or not a number)" if port is None
+        else "no DBNAME" if not database or "/" in database
+        else "query or fragment not allowed" if parts.query or parts.fragment
+        else None
+    )  # fmt: skip
+    if problem is not None or port is None:
+        shown = "..." + url.rsplit("@", 1)[1] if "@" in url else url  # never echo a password
+        raise CatalogSettingError(
+            f"{CATALOG_ENV} must be empty, 'derby' or {CATALOG_URL_FORM}, got '{shown}' "
+            f"({problem}): set it to what `make catalog-up` prints"
+        )
+    return CatalogURL(
+        user=unquote(parts.username or ""),
+        password=unquote(parts.password or ""),
+        host=parts.hostname or "",
+        port=port,
+        database=database,
+    )
+
+
+def catalog_settings() -> dict[str, str]:
+    """The Hive metastore settings of the catalog LAKEHOUSE_CATALOG selects."""
+    url = catalog_url()
+    if url is None:
+        return {
+            "spark.hadoop.javax.jdo.option.ConnectionURL": (
+                f"jdbc:derby:;databaseName={paths()['metastore']};create=true"
+            ),
+        }
+    catalog = parse_catalog_url(url)
+    settings = {
+        "spark.hadoop.javax.jdo.option.ConnectionURL": catalog.jdbc_url,
+        "spark.hadoop.javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
+        "spark.hadoop.javax.jdo.option.ConnectionUserName": catalog.user,
+        "spark.hadoop.javax.jdo.option.ConnectionPassword": catalog.password,
+        # The metastore's tables are created on first use (`make catalog-up` does it
+        # once, so that concurrent first users do not race to create them).
+        "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
+    }
+    # The metastore client loads the JDBC driver through the driver JVM's own class
+    # path, not through the jars a session adds: put it there too.
+    driver = [j for j in cached_jars() or [] if Path(j).name.startswith(POSTGRESQL_JAR_PREFIX)]
+    if driver:
+        settings["spark.driver.extraClassPath"] = os.pathsep.join(driver)
+    return settings
+
+
 def launcher_environment() -> dict[str, str]:
     """Environment for the launcher JVM that spark-submit starts before the driver:
     no perf-data files and no temp files outside LAKEHOUSE_HOME."""
@@ -220,9 +338,7 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
         "spark.sql.warehouse.dir": str(p["warehouse"]),
         "spark.local.dir": tmp,
         "spark.driver.extraJavaOptions": java_opts,
-        "spark.hadoop.javax.jdo.option.ConnectionURL": (
-            f"jdbc:derby:;databaseName={p['metastore']};create=true"
-        ),
+        **catalog_settings(),
         "spark.hadoop.hive.exec.scratchdir": str(p["tmp"] / "hive"),
         "spark.hadoop.hive.exec.local.scratchdir": str(p["tmp"] / "hive-local"),
         # One directory per session (Hive's default is per session too): sessions
@@ -347,7 +463,9 @@ def thrift_server_settings(master: str | None = None, ui_port: int | None = None
         )
     settings = spark_settings(catalog=True)
     delta = [j for j in jars if Path(j).name.startswith(DELTA_JAR_PREFIXES)]
-    settings["spark.driver.extraClassPath"] = os.pathsep.join(delta)
+    # Then the shared catalog's JDBC driver, where catalog_settings put it.
+    driver = settings.get("spark.driver.extraClassPath", "")
+    settings["spark.driver.extraClassPath"] = os.pathsep.join([*delta, *filter(None, [driver])])
     settings["spark.app.name"] = "lakehouse-thrift-server"
     if master is not None:
         settings.update(master_settings(master))

@@ -3,7 +3,9 @@
     meta has `path_root`) as an external Delta table at
     `<lakehouse_root>/<path_root>/<table>`: the Bronze topics and dead letters in
     `bronze`, the batch log in `ops`. Idempotent; runs at the start of every dbt
-    invocation (on-run-start).
+    invocation (on-run-start). With the shared catalog (env LAKEHOUSE_CATALOG set to a
+    PostgreSQL URL) it does nothing: the ingestion job registers its own tables there
+    (python_jobs/bronze.py, register_tables).
 -#}
 {% macro register_ingestion_tables(lakehouse_root) -%}
     {{ return(adapter.dispatch('register_ingestion_tables', 'lakehouse')(lakehouse_root)) }}
@@ -26,7 +28,10 @@
             ~ "a URI, got '" ~ lakehouse_root ~ "'"
         ) }}
     {%- endif -%}
-    {%- if execute -%}
+    {%- set catalog = env_var('LAKEHOUSE_CATALOG', '') | trim | lower -%}
+    {%- if catalog not in ('', 'derby') -%}
+        {{ log("shared catalog: the ingestion job registers its own tables", info=false) }}
+    {%- elif execute -%}
         {%- set tables = [] -%}
         {%- for source in graph.sources.values() -%}
             {%- set path_root = source.config.meta.get('path_root') -%}

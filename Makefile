@@ -17,24 +17,33 @@ export TMPDIR := $(LAKEHOUSE_HOME)/tmp
 export PYTHONPYCACHEPREFIX := $(LAKEHOUSE_HOME)/pycache
 export PIP_CACHE_DIR := $(VENV)/pip-cache
 export DO_NOT_TRACK := 1
+# The catalog: unset, empty or `derby` is the embedded Derby one; a postgresql:// URL is
+# the shared one. Unset, it is the URL `make catalog-up` recorded for this lakehouse, if
+# any (set LAKEHOUSE_CATALOG=derby to ignore it).
+LAKEHOUSE_CATALOG ?= $(shell cat "$(LAKEHOUSE_HOME)/catalog/url" 2>/dev/null)
+export LAKEHOUSE_CATALOG
 
 DBT_ARGS ?=
 # make demo DEMO_ARGS="--days 2 --more-days 1 --users 100" (python -m python_jobs.demo -h)
 DEMO_ARGS ?=
 PYTEST_ARGS ?=
+RUN_ARGS ?=
 
-.PHONY: help setup java chromium demo test lint ingest build docs report simulate bench clean kafka-up kafka-down cluster-up cluster-down
+.PHONY: help setup java chromium demo test lint ingest build run docs report simulate bench clean kafka-up kafka-down catalog-up catalog-down postgresql cluster-up cluster-down
 
 help:
 	@echo "make demo     simulate a workload, ingest it, build everything, print a summary"
 	@echo "make test     the whole test suite (ruff, sqlfluff, pytest incl. dbt builds)"
 	@echo "make ingest   ingest the landing zone into Bronze once (available now)"
 	@echo "make build    dbt build over the whole project (extra args: DBT_ARGS=...)"
+	@echo "make run      the production run: ingest, snapshot new loads, dbt build (RUN_ARGS=...)"
 	@echo "make docs     generate the dbt docs site under LAKEHOUSE_HOME (prints its index.html)"
 	@echo "make report   the observability report (HTML, charts of the ops tables) under LAKEHOUSE_HOME"
 	@echo "make bench    benchmarks (see bench/), printed with their baselines"
 	@echo "make kafka-up   start a Kafka broker on 127.0.0.1 (KAFKA_PORT=N, else a free port)"
 	@echo "make kafka-down stop it"
+	@echo "make catalog-up   start the shared catalog (PostgreSQL on 127.0.0.1, CATALOG_PORT=N, else a free port); prints LAKEHOUSE_CATALOG"
+	@echo "make catalog-down stop it"
 	@echo "make cluster-up   a Spark master, 2 workers and a Thrift server on them, on 127.0.0.1 (CLUSTER_PORT, CLUSTER_UI_PORT, THRIFT_PORT, THRIFT_UI_PORT; 0: a free port)"
 	@echo "make cluster-down stop them"
 	@echo "make setup    create .venv, install the pinned stack, resolve the Spark jars"
@@ -92,6 +101,12 @@ ingest: setup
 build: setup
 	$(PY) -m python_jobs.run_dbt build $(DBT_ARGS)
 
+# The production run (what an operator schedules): ingest what is available, snapshot
+# every new full load in order, dbt build with an execution time; exits non-zero with
+# the failing step named. make run RUN_ARGS="--execution-time 2024-10-07T00:00:00"
+run: setup
+	$(PY) -m python_jobs.run $(RUN_ARGS)
+
 # One thread: on a fresh lakehouse, `docs generate` would run its on-run-start hooks
 # side by side (the ops tables before the ops schema exists).
 docs: setup
@@ -118,6 +133,23 @@ kafka-up: setup
 kafka-down: setup
 	$(PY) -m python_jobs.kafka_broker down
 
+# Debian's PostgreSQL (/usr/lib/postgresql/*/bin), installed with apt when missing
+# (apt's own temporary files, not the lakehouse's TMPDIR).
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (export -n TMPDIR; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update && apt-get install -y postgresql) || { \
+	  echo "PostgreSQL is required for the shared catalog. Install it with:"; \
+	  echo "  sudo apt-get update && sudo apt-get install -y postgresql"; exit 1; }
+
+# The shared catalog: a PostgreSQL cluster under LAKEHOUSE_HOME/catalog on 127.0.0.1
+# holding the Hive metastore; prints (and records) the URL to set as LAKEHOUSE_CATALOG.
+catalog-up: setup postgresql
+	$(PY) -m python_jobs.catalog up $(if $(CATALOG_PORT),--port $(CATALOG_PORT))
+
+catalog-down: setup
+	$(PY) -m python_jobs.catalog down
+
 # A Spark standalone cluster on loopback (Spark's own master and worker classes from the
 # pyspark install) and a Thrift server running on it; state under LAKEHOUSE_HOME/cluster,
 # addresses in LAKEHOUSE_HOME/cluster/cluster.env (docs/deploying-cluster.md).
@@ -137,4 +169,5 @@ test: setup chromium lint
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 clean:
+	@test ! -d "$(LAKEHOUSE_HOME)/catalog/postgresql" || $(PY) -m python_jobs.catalog down
 	rm -rf "$(LAKEHOUSE_HOME)"

@@ -48,9 +48,13 @@ def target_of(args: list[str]) -> str:
     return os.environ.get("DBT_TARGET", "local")
 
 
+# Targets that run dbt in this process on the embedded session (profiles.yml); any
+# other (`cluster`) talks to a Thrift server.
+SESSION_TARGETS = ("local", "dev", "ci")
+
 # dbt commands that run no query: no session to start (a parse takes seconds, not a
 # JVM start; tests/project/test_project_rules.py parses this way).
-SESSIONLESS_COMMANDS = ("parse",)
+SESSIONLESS_COMMANDS = ("parse", "ls", "list")
 
 
 def check_target(target: str, command: str | None = None) -> None:
@@ -66,9 +70,11 @@ def check_target(target: str, command: str | None = None) -> None:
 
 
 def prepare_session(target: str, command: str | None = None) -> None:
-    """For the embedded target: start the catalog-bound session and create any Bronze
-    table not yet ingested (a topic with no files yet still has its empty table)."""
-    if target != "local" or command in SESSIONLESS_COMMANDS:
+    """For the embedded targets: start the catalog-bound session and create any Bronze
+    table not yet ingested (a topic with no files yet still has its empty table); with
+    the shared catalog also registered there, since dbt's on-run-start then leaves the
+    registration to the ingestion job (macros/utils/register_ingestion_tables.sql)."""
+    if target not in SESSION_TARGETS or command in SESSIONLESS_COMMANDS:
         return
     from python_jobs import bronze
     from python_jobs.spark import get_spark

@@ -492,6 +492,11 @@ def get_spark(catalog: bool = True) -> SparkSession:
                 f"the catalog ({implementation}); build the catalog-bound session first"
             )
         return active
+    # Before anything is written or a JVM starts: a missing service or a held catalog
+    # fails here with one line that says what to start or set.
+    from python_jobs import preflight
+
+    preflight.check_session(catalog)
     ensure_directories()
     for key, value in launcher_environment().items():
         os.environ.setdefault(key, value)

@@ -3,7 +3,9 @@
 What the `cluster` dbt target talks to, runnable on a laptop: it lets you try the
 cluster target (and BI tools that speak HiveServer2) without a cluster. The server owns
 the catalog of its `LAKEHOUSE_HOME` (embedded Derby), so run it with a home no other
-catalog-bound process is using; the ingestion job can still write Bronze by path.
+catalog-bound process is using; the ingestion job can still write Bronze by path. With
+the shared catalog (LAKEHOUSE_CATALOG, `make catalog-up`) it shares the catalog with
+every other process instead.
 
     python -m python_jobs.thrift_server --port 10000
     DBT_TARGET=cluster SPARK_THRIFT_PORT=10000 python -m python_jobs.run_dbt build
@@ -58,8 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         "--ui-port", type=int, help="serve the web UI and its REST API on this port (default: off)"
     )
     args = parser.parse_args(argv)
-    ensure_directories()
+    from python_jobs.preflight import check_catalog
+
     try:
+        # The shared catalog (LAKEHOUSE_CATALOG) answers, before the server's JVM starts.
+        check_catalog()
+        ensure_directories()
         cmd = command(args.port, master=args.master, ui_port=args.ui_port)
     except RuntimeError as error:
         parser.exit(1, f"{parser.prog}: error: {error}\n")

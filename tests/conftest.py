@@ -21,7 +21,16 @@ pytest_plugins = ["tests.kafka_fixture"]
 # Fixed before anything imports python_jobs.spark's consumers: the suite's own home.
 _HOME = Path(tempfile.mkdtemp(prefix="lakehouse-test-"))
 os.environ["LAKEHOUSE_HOME"] = str(_HOME)
-for _var in ("DBT_TARGET_PATH", "DBT_LOG_PATH", "DBT_TARGET"):
+# The suite's session uses the embedded catalog of its own home (a shared catalog that
+# `make` picked up from a lakehouse's catalog/url is not the suite's to write to).
+for _var in (
+    "DBT_TARGET_PATH",
+    "DBT_LOG_PATH",
+    "DBT_TARGET",
+    "LAKEHOUSE_CATALOG",
+    "LAKEHOUSE_SCHEMA_PREFIX",
+    "SPARK_MASTER",
+):
     os.environ.pop(_var, None)
 # Test data is small, and two workers (make test) each run a driver beside the jobs
 # and servers their tests start: a smaller heap than the 6g default leaves room.

@@ -165,7 +165,7 @@ lint: setup
 
 # Two workers, whole files each (a file's fixtures build once); each worker has its own
 # LAKEHOUSE_HOME and Spark session (tests/conftest.py). PYTEST_ARGS="-n 0" runs serially.
-test: setup chromium lint
+test: setup chromium postgresql lint
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 clean:

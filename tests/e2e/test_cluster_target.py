@@ -1,114 +1,236 @@
-"""The `cluster` target: dbt over thrift against a real Spark Thrift Server on loopback.
+"""The `cluster` target on a real Spark standalone cluster on loopback.
 
-The server (python_jobs.thrift_server) owns the catalog of its own lakehouse home, the
-ingestion job writes that home's Bronze by path, and `dbt build --target cluster`
-(DBT_TARGET=cluster) runs the project through the server.
+`python -m python_jobs.cluster up` (what `make cluster-up` runs) starts a master, two
+1-core workers and a Thrift server running on them, in the test's own lakehouse home,
+with the shared catalog (`python -m python_jobs.catalog up`, PostgreSQL). The simulated
+workload is ingested on the cluster (SPARK_MASTER=spark://...), `dbt build` runs with
+DBT_TARGET=cluster through the Thrift server, and silver and gold equal the simulator's
+truth (the helpers of test_cdc_convergence). The master's status API shows both
+applications got executors on the two workers, and the Thrift server's REST API shows
+that executors on the workers, not the driver, ran the tasks. The same build on the
+local target, same data, is timed beside it (printed, not asserted).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyhive import hive
 
-from python_jobs import ingest
+from python_jobs import cluster, ingest
+from python_jobs.simulate.visits import COLUMNS as VISIT_COLUMNS
 from python_jobs.spark import REPO_ROOT
-from tests.helpers import landing_records
+from tests.e2e.test_cdc_convergence import (
+    assert_matches_truth,
+    describe_difference,
+    table_rows,
+    truth_rows,
+)
+
+# Silver and gold over users, articles and visits: the models and their tests (the
+# whole project builds in the demo test; on the 1-core executor it takes ~10 minutes).
+# The aggregate is in: a test of fct_visits reconciles it with the aggregate.
+SELECT = ("--select", "+fct_visits", "+agg_article_daily_visits", "+users", "+articles")
+# The visit columns of silver.visits and gold.fct_visits, against visits_valid.jsonl.
+VISITS = (("silver.visits", VISIT_COLUMNS), ("gold.fct_visits", VISIT_COLUMNS))
+# The catalog the cluster shares: PostgreSQL (`python -m python_jobs.catalog up`), or
+# the embedded Derby one, which the Thrift server then holds alone.
+SHARED_CATALOG = False
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+class _Rows:
+    def __init__(self, rows: list[tuple]) -> None:
+        self._rows = rows
+
+    def collect(self) -> list[tuple]:
+        return self._rows
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"the thrift server exited with {proc.returncode}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(1)
-    raise AssertionError(f"the thrift server did not listen on {port} within {timeout}s")
+class _Table:
+    def __init__(self, dtypes: list[tuple[str, str]]) -> None:
+        self.dtypes = dtypes
+
+
+class ThriftSession:
+    """The two calls the truth helpers make on a SparkSession (`table(...).dtypes`,
+    `sql(...).collect()`), answered by the Thrift server over HiveServer2."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._connection = hive.connect(host, port=port, username="dbt")
+
+    def sql(self, query: str) -> _Rows:
+        cursor = self._connection.cursor()
+        cursor.execute(query)
+        return _Rows([tuple(row) for row in cursor.fetchall()])
+
+    def table(self, relation: str) -> _Table:
+        dtypes = []
+        for name, data_type, *_ in self.sql(f"describe {relation}").collect():
+            if not name or name.startswith("#"):
+                break
+            dtypes.append((name, data_type))
+        return _Table(dtypes)
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def assert_visits_match_truth(session: Any, truth: Path, label: str) -> None:
+    for relation, columns in VISITS:
+        want = truth_rows(truth, "visits_valid.jsonl", columns)
+        got = table_rows(session, relation, columns)
+        assert want, f"{label}: visits_valid.jsonl is empty"
+        message = f"{label}: {relation} differs from visits_valid.jsonl\n"
+        assert got == want, message + describe_difference(got, want, columns)
+
+
+def _run(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _ok(proc: subprocess.CompletedProcess, what: str) -> str:
+    assert proc.returncode == 0, f"{what} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc.stdout
+
+
+@pytest.fixture()
+def cluster_home(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A lakehouse home with the shared catalog and the cluster up; both stopped after,
+    also when the test fails. Yields the home and the environment to run jobs in."""
+    home = tmp_path / "cluster-home"
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SPARK_MASTER", "DBT_TARGET", "DBT_TARGET_PATH", "DBT_LOG_PATH")
+    }
+    env["LAKEHOUSE_HOME"] = str(home)
+    env.pop("LAKEHOUSE_CATALOG", None)
+    try:
+        started = time.monotonic()
+        if SHARED_CATALOG:
+            url = _ok(_run(env, "python_jobs.catalog", "up", timeout=600), "catalog up")
+            env["LAKEHOUSE_CATALOG"] = url.strip().splitlines()[-1]
+            print(f"\ncatalog up: {time.monotonic() - started:.1f} s")
+        started = time.monotonic()
+        ports = ("--port", "0", "--ui-port", "0", "--thrift-port", "0", "--thrift-ui-port", "0")
+        _ok(_run(env, "python_jobs.cluster", "up", *ports, timeout=600), "cluster up")
+        print(f"cluster up: {time.monotonic() - started:.1f} s")
+        yield home, env
+    finally:
+        down = _run(env, "python_jobs.cluster", "down", timeout=300)
+        if SHARED_CATALOG:
+            _run(env, "python_jobs.catalog", "down", timeout=120)
+        assert down.returncode == 0, down.stderr
+
+
+def _read_env(home: Path) -> dict[str, str]:
+    lines = (home / "cluster" / "cluster.env").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines)
+
+
+def _executors_by_worker(master: dict) -> dict[str, set[str]]:
+    """Per ALIVE worker: the applications that have or had an executor on it (from the
+    master's status API, then each worker's own)."""
+    placed = {}
+    for worker in master["workers"]:
+        if worker["state"] != "ALIVE":
+            continue
+        state = cluster.get_json(f"{worker['webuiaddress']}/json/")
+        executors = state["executors"] + state["finishedexecutors"]
+        placed[worker["id"]] = {executor["appid"] for executor in executors}
+    return placed
 
 
 @pytest.mark.slow
-def test_dbt_build_runs_through_a_spark_thrift_server(
-    spark, tmp_path: Path, simulate, monkeypatch
+def test_dbt_build_on_the_cluster_equals_the_truth(
+    cluster_home, spark, dbt, clean_lakehouse, simulate, monkeypatch
 ) -> None:
-    home = tmp_path / "cluster-home"
+    home, env = cluster_home
+    addresses = _read_env(home)
     landing = home / "landing"
-    simulate(landing, home / "truth", "--seed", "5", "--days", "1")
-    # Bronze of that home, written by path like the ingestion job does next to a cluster.
-    monkeypatch.setenv("LAKEHOUSE_HOME", str(home))
-    ingest.run(ingest.IngestOptions(landing=landing))
+    truth = simulate(landing, home / "truth", "--seed", "5", "--days", "1")
+    times = {}
 
-    port = _free_port()
-    env = {**os.environ, "LAKEHOUSE_HOME": str(home)}
-    log = (tmp_path / "thrift.log").open("w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "python_jobs.thrift_server", "--port", str(port)],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    # Ingestion on the cluster: its executor writes the Bronze Delta tables.
+    started = time.monotonic()
+    _ok(
+        _run({**env, "SPARK_MASTER": addresses["SPARK_MASTER"]}, "python_jobs.ingest", "--once"),
+        "ingestion on the cluster",
     )
-    try:
-        _wait_for_port(port, server, timeout=180)
-        dbt_env = {
-            **env,
-            "DBT_TARGET": "cluster",
-            "SPARK_THRIFT_HOST": "127.0.0.1",
-            "SPARK_THRIFT_PORT": str(port),
-            "DBT_TARGET_PATH": str(home / "dbt" / "target"),
-            "DBT_LOG_PATH": str(home / "dbt" / "logs"),
-        }
-        build = subprocess.run(
-            # The staging models and both materializations of users (the whole project
-            # builds in the other e2e tests; through thrift it took 2.5 minutes).
-            [
-                sys.executable,
-                "-m",
-                "python_jobs.run_dbt",
-                "build",
-                "--select",
-                "+users",
-                "+users_history",
-            ],
-            cwd=REPO_ROOT,
-            env=dbt_env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert build.returncode == 0, build.stdout[-4000:]
-        results = json.loads((home / "dbt" / "target" / "run_results.json").read_text())
-        statuses = {r["unique_id"]: r["status"] for r in results["results"]}
-        assert "model.lakehouse.stg_blog__users" in statuses
-        assert set(statuses.values()) <= {"success", "pass"}, statuses
+    times["ingest, cluster"] = time.monotonic() - started
+    print(f"ingest on the cluster: {times['ingest, cluster']:.1f} s")
 
-        with hive.connect("127.0.0.1", port=port, username="dbt") as conn:
-            cursor = conn.cursor()
-            cursor.execute("select count(*) from silver.stg_blog__users")
-            (count,) = cursor.fetchone()
-            cursor.execute("show schemas")
-            schemas = {row[0] for row in cursor.fetchall()}
-        assert count == len(landing_records(landing, "blog.public.users"))
-        assert schemas == {"default", "bronze", "silver", "gold", "ops"}
+    master = cluster.get_json(f"{addresses['CLUSTER_UI_URL']}/json/")
+    assert master["url"] == addresses["SPARK_MASTER"]
+    assert master["aliveworkers"] == 2
+    apps = {app["name"]: app for app in master["activeapps"] + master["completedapps"]}
+    assert apps["lakehouse-thrift-server"]["state"] == "RUNNING"
+    assert apps["lakehouse"]["state"] == "FINISHED"  # the ingestion job
+    thrift_app, ingest_app = apps["lakehouse-thrift-server"]["id"], apps["lakehouse"]["id"]
+    # One core each: the Thrift server's executor on one worker, ingestion's on the other.
+    placed = sorted(_executors_by_worker(master).values(), key=sorted)
+    assert placed == sorted([{thrift_app}, {ingest_app}], key=sorted), placed
+
+    # dbt through the Thrift server on the cluster.
+    dbt_env = {
+        **env,
+        "DBT_TARGET": "cluster",
+        "SPARK_THRIFT_HOST": addresses["SPARK_THRIFT_HOST"],
+        "SPARK_THRIFT_PORT": addresses["SPARK_THRIFT_PORT"],
+    }
+    started = time.monotonic()
+    _ok(_run(dbt_env, "python_jobs.run_dbt", "build", *SELECT, timeout=1800), "dbt build")
+    times["dbt build, cluster target"] = time.monotonic() - started
+    print(f"dbt build, cluster target: {times['dbt build, cluster target']:.1f} s")
+
+    session = ThriftSession(addresses["SPARK_THRIFT_HOST"], int(addresses["SPARK_THRIFT_PORT"]))
+    try:
+        assert_matches_truth(session, truth, "cluster target")
+        assert_visits_match_truth(session, truth, "cluster target")
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+        session.close()
+
+    # The Thrift server's tasks ran on its executor on a worker, none on the driver.
+    api = f"{addresses['THRIFT_UI_URL']}/api/v1/applications"
+    assert [app["id"] for app in cluster.get_json(api)] == [thrift_app]
+    executors = {e["id"]: e for e in cluster.get_json(f"{api}/{thrift_app}/executors")}
+    assert executors["driver"]["totalTasks"] == 0
+    on_workers = {i: e for i, e in executors.items() if i != "driver"}
+    assert on_workers and all(e["totalTasks"] > 0 for e in on_workers.values()), executors
+    assert all(e["hostPort"].startswith("127.0.0.1:") for e in on_workers.values())
+
+    # The same build on the local target, same data, in this process's session.
+    monkeypatch.delenv("SPARK_MASTER", raising=False)
+    started = time.monotonic()
+    ingest.run(ingest.IngestOptions(landing=landing))
+    times["ingest, local"] = time.monotonic() - started
+    started = time.monotonic()
+    dbt("build", *SELECT)
+    times["dbt build, local target"] = time.monotonic() - started
+    assert_matches_truth(spark, truth, "local target")
+    assert_visits_match_truth(spark, truth, "local target")
+
+    print("\n" + "\n".join(f"{what}: {seconds:.1f} s" for what, seconds in times.items()))
+
+    # cluster-down stops every process it started, executors included.
+    _ok(_run(env, "python_jobs.cluster", "down", timeout=300), "cluster down")
+    status = _run(env, "python_jobs.cluster", "status")
+    assert status.returncode == 1, status.stdout
+    with monkeypatch.context() as patched:
+        patched.setenv("LAKEHOUSE_HOME", str(home))
+        assert cluster.executor_pids() == []
+        assert cluster.running() == {}

@@ -28,8 +28,9 @@ DBT_ARGS ?=
 DEMO_ARGS ?=
 PYTEST_ARGS ?=
 RUN_ARGS ?=
+MAINTAIN_ARGS ?=
 
-.PHONY: help setup java chromium demo test lint ingest build run docs report simulate bench clean kafka-up kafka-down catalog-up catalog-down postgresql cluster-up cluster-down
+.PHONY: help setup java chromium demo test lint ingest build run maintain docs report simulate bench clean kafka-up kafka-down catalog-up catalog-down postgresql cluster-up cluster-down
 
 help:
 	@echo "make demo     simulate a workload, ingest it, build everything, print a summary"
@@ -37,6 +38,7 @@ help:
 	@echo "make ingest   ingest the landing zone into Bronze once (available now)"
 	@echo "make build    dbt build over the whole project (extra args: DBT_ARGS=...)"
 	@echo "make run      the production run: ingest, snapshot new loads, dbt build (RUN_ARGS=...)"
+	@echo "make maintain OPTIMIZE and VACUUM every table, keeping the backfill horizon (MAINTAIN_ARGS=...)"
 	@echo "make docs     generate the dbt docs site under LAKEHOUSE_HOME (prints its index.html)"
 	@echo "make report   the observability report (HTML, charts of the ops tables) under LAKEHOUSE_HOME"
 	@echo "make bench    benchmarks (see bench/), printed with their baselines"
@@ -106,6 +108,12 @@ build: setup
 # the failing step named. make run RUN_ARGS="--execution-time 2024-10-07T00:00:00"
 run: setup
 	$(PY) -m python_jobs.run $(RUN_ARGS)
+
+# Table maintenance (schedule it between builds): OPTIMIZE and VACUUM on Bronze, silver,
+# gold and ops, keeping what a backfill within LAKEHOUSE_BACKFILL_HORIZON_HOURS (default
+# 168) restores. make maintain MAINTAIN_ARGS="--retain-hours 336" (python -m python_jobs.maintain -h)
+maintain: setup
+	$(PY) -m python_jobs.maintain $(MAINTAIN_ARGS)
 
 # One thread: on a fresh lakehouse, `docs generate` would run its on-run-start hooks
 # side by side (the ops tables before the ops schema exists).

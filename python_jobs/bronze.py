@@ -18,7 +18,7 @@ tombstones.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from delta.tables import DeltaTable
@@ -194,6 +194,54 @@ def split_lines(files: DataFrame, topic: str) -> DataFrame:
     )
 
 
+# The row index within a task (Spark partition) is the low 33 bits of
+# monotonically_increasing_id(); the task's number is in the bits above.
+_ROW_INDEX_BITS = (1 << 33) - 1
+
+
+def number_lines(
+    rows: DataFrame, topic: str, lines_before: Mapping[tuple[str, int], int] | None = None
+) -> DataFrame:
+    """Rows of Spark's line-oriented text source to lines (``LINE_SCHEMA``), numbered.
+
+    `rows` has `_raw` (a line, without its newline), `_source_file` and `_block_start`
+    (where the file split the row was read from starts: `_metadata.file_block_start`),
+    straight from the scan, each task reading one file split, in order (the ingestion
+    session's `spark.sql.files.openCostInBytes`, :func:`python_jobs.spark.ingestion_session`).
+    A line's number is then its row index in the task, plus, for a split that does not
+    start the file (a file larger than one split), the lines of the splits before it:
+    `lines_before[(file, block start)]`. A row of such a split missing from it fails the
+    batch instead of being misnumbered.
+    """
+    block_start = F.col("_block_start")
+    missing = F.raise_error(
+        F.concat(
+            F.lit("no line count for the split of "),
+            F.col("_source_file"),
+            F.lit(" at byte "),
+            block_start.cast("string"),
+        )
+    )
+    before: Column = F.when(block_start == 0, F.lit(0))
+    if lines_before:
+        counts: list[Column] = []
+        for (file, start), count in sorted(lines_before.items()):
+            counts += [F.lit(f"{start}:{file}"), F.lit(count)]
+        key = F.concat(block_start.cast("string"), F.lit(":"), F.col("_source_file"))
+        before = before.otherwise(F.coalesce(F.create_map(*counts)[key], missing.cast("long")))
+    else:
+        before = before.otherwise(missing.cast("long"))
+    index = F.monotonically_increasing_id().bitwiseAND(_ROW_INDEX_BITS)
+    return rows.select(
+        "_raw",
+        F.lit(topic).alias("_topic"),
+        F.lit(None).cast("int").alias("_partition"),
+        F.lit(None).cast("bigint").alias("_offset"),
+        "_source_file",
+        (index + before + 1).cast("int").alias("_line_number"),
+    )
+
+
 def _json(text: Column, schema: str) -> Column:
     return F.from_json(text, schema, JSON_OPTIONS)
 
@@ -246,11 +294,14 @@ def _json_checks(max_record_bytes: int) -> list[Check]:
     ]
 
 
-def _parse_cdc(lines: DataFrame, topic: Topic) -> tuple[DataFrame, list[Column], list[Check]]:
+def _parse_cdc(
+    lines: DataFrame, topic: Topic, keep: tuple[str, ...] = ()
+) -> tuple[DataFrame, list[Column], list[Check]]:
     """Parse Debezium envelopes: the columns to keep and the checks each must pass."""
     raw = F.col("_raw")
     top = lines.select(
         *LINE_COLUMNS,
+        *keep,
         _json(_bracketed(raw), _TOP_TEXT).alias("_top"),
         _json(raw, _SHAPE).alias("_shape"),
     )
@@ -325,11 +376,13 @@ def _parse_cdc(lines: DataFrame, topic: Topic) -> tuple[DataFrame, list[Column],
     return parsed, columns, checks
 
 
-def _parse_events(lines: DataFrame, topic: Topic) -> tuple[DataFrame, list[Column], list[Check]]:
+def _parse_events(
+    lines: DataFrame, topic: Topic, keep: tuple[str, ...] = ()
+) -> tuple[DataFrame, list[Column], list[Check]]:
     """Event topics: one JSON object per record. The key is read, not required: a record
     without one is the business layer's to filter (and count)."""
     parsed = lines.select(
-        *LINE_COLUMNS, _json(_bracketed(F.col("_raw")), f"array<{_IMAGE}>").alias("_top")
+        *LINE_COLUMNS, *keep, _json(_bracketed(F.col("_raw")), f"array<{_IMAGE}>").alias("_top")
     )
     nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in ENVELOPE_FIELDS[1:]]
     return parsed, [_key_json(F.col("_top")[0], topic.key).alias("record_key"), *nulls], []
@@ -344,9 +397,124 @@ def classify(lines: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame
     for CDC topics `invalid_envelope` (payload not an object), `unknown_op`,
     `invalid_envelope` (source, before, after), `missing_key` (every key column absent
     or null in the row image).
+
+    CDC records take a fast path first (:func:`_fast_cdc`): one parse of the record,
+    which accepts the well-formed ones; every record it does not accept is classified
+    by the exact path, so the result is the exact path's for every record. (Event
+    records take the exact path, which parses them once.)
     """
+    if topic.kind != "cdc":
+        return _classify_exact(lines, topic, max_record_bytes)
+    fast = _fast_cdc(lines, topic, max_record_bytes)
+    # The exact path sees only the records the fast path declined (a null `_raw` costs
+    # it nothing); the others keep the fast path's columns.
+    declined = fast.select(
+        F.when(F.col("_fast_ok"), F.lit(None)).otherwise(F.col("_raw")).alias("_raw"),
+        *LINE_COLUMNS[1:],
+        F.col("_raw").alias("_raw_in"),
+        "_fast_ok",
+        "_fast_row",
+    )
+    keep = ("_raw_in", "_fast_ok", "_fast_row")
+    exact = _classify_exact(declined, topic, max_record_bytes, keep)
+    accepted = F.col("_fast_ok")
+
+    def pick(name: str, fast_value: Column) -> Column:
+        return F.when(accepted, fast_value).otherwise(F.col(name)).alias(name)
+
+    return exact.select(
+        F.col("_raw_in").alias("_raw"),
+        *LINE_COLUMNS[1:],
+        pick("_status", F.lit("bronze")),
+        pick("_error_reason", F.lit(None).cast("string")),
+        pick("_error_detail", F.lit(None).cast("string")),
+        *[pick(f.name, F.col("_fast_row")[f.name]) for f in ENVELOPE_FIELDS],
+    )
+
+
+# The fast path's parse: the envelope with the row images as text (as the exact path
+# stores them) and `source` typed, bare or wrapped in `payload`, in one pass.
+_FAST_ENVELOPE = f"op: string, before: string, after: string, source: {_SOURCE}"
+_FAST_TOP = f"array<struct<payload: struct<{_FAST_ENVELOPE}>, {_FAST_ENVELOPE}>>"
+
+
+def _fast_cdc(lines: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame:
+    """One parse per record: `_fast_ok` for a record the exact path would put in Bronze,
+    with the same columns (`_fast_row`); false for any other (it then decides).
+
+    The exact path parses the record twice, as text and typed, to tell a row image
+    that is an object from a string that holds JSON text. Here the text view alone
+    decides: a row image's text starts with `{` only for an object or for a string
+    whose value starts with `{`, which a record shows as `"{` (or as a `\\u` escape),
+    so a record containing either takes the exact path. The key comes from the image
+    text parsed as the exact path parses the image.
+    """
+    raw = F.col("_raw")
+    fast = F.col("_fast")
+    first, payload = fast[0], fast[0]["payload"]
+    bare = F.struct(*[first[name].alias(name) for name in ("op", "before", "after", "source")])
+    parsed = lines.select(*LINE_COLUMNS, _json(_bracketed(raw), _FAST_TOP).alias("_fast"))
+    enveloped = parsed.select(
+        *LINE_COLUMNS,
+        # One JSON object, alone on its line; `payload`, if present, an object.
+        (
+            (F.size(fast) == 2)
+            & first.isNotNull()
+            & (payload.isNotNull() | ~raw.contains('"payload"'))
+        ).alias("_parsed"),
+        F.when(payload.isNotNull(), payload).otherwise(bare).alias("_env"),
+    )
+    env = F.col("_env")
+    op, source = env["op"], env["source"]
+    image_text = F.when(op == "d", env["before"]).otherwise(env["after"])
+    # Parsed as the exact path parses the image (a map: the first of duplicate keys).
+    imaged = enveloped.select("*", _json(image_text, _IMAGE).alias("_image"))
+    image = F.col("_image")
+    needs_image = op.isin("c", "u", "r", "d")
+
+    def object_or_null(text: Column) -> Column:
+        return text.isNull() | text.startswith("{")
+
+    accepted = (
+        F.col("_parsed")
+        & (F.octet_length(raw) <= max_record_bytes)
+        & ~raw.contains('"{')
+        & ~raw.contains("\\u")
+        & op.isin(*OPS)
+        & source["lsn"].isNotNull()
+        & source["ts_ms"].between(0, MAX_TS_MS)
+        & object_or_null(env["before"])
+        & object_or_null(env["after"])
+        & (~needs_image | F.coalesce(*[image[name] for name in topic.key]).isNotNull())
+    )
+    columns = [
+        F.when(needs_image, _key_json(image, topic.key)).alias("record_key"),
+        op.alias("op"),
+        env["before"].alias("before"),
+        env["after"].alias("after"),
+        F.timestamp_millis(source["ts_ms"]).alias("source_committed_at"),
+        source["lsn"].alias("source_lsn"),
+        source["txId"].alias("source_tx_id"),
+        source["sequence"].alias("source_sequence"),
+        source["snapshot"].alias("source_snapshot"),
+        source["db"].alias("source_db"),
+        source["schema"].alias("source_schema"),
+        source["table"].alias("source_table"),
+    ]
+    return imaged.select(
+        *LINE_COLUMNS,
+        F.coalesce(accepted, F.lit(False)).alias("_fast_ok"),
+        F.struct(*columns).alias("_fast_row"),
+    )
+
+
+def _classify_exact(
+    lines: DataFrame, topic: Topic, max_record_bytes: int, keep: tuple[str, ...] = ()
+) -> DataFrame:
+    """:func:`classify` by the exact rules, for every record; `keep` names columns of
+    `lines` carried through."""
     parse = _parse_cdc if topic.kind == "cdc" else _parse_events
-    parsed, columns, topic_checks = parse(lines, topic)
+    parsed, columns, topic_checks = parse(lines, topic, keep)
     reason, detail = _first_failure(_json_checks(max_record_bytes) + topic_checks)
     status = (
         F.when(is_tombstone(F.col("_raw")), F.lit("tombstone"))
@@ -355,6 +523,7 @@ def classify(lines: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame
     )
     labelled = parsed.select(
         *LINE_COLUMNS,
+        *keep,
         status.alias("_status"),
         reason.alias("_error_reason"),
         detail.alias("_error_detail"),
@@ -364,6 +533,7 @@ def classify(lines: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame
     is_dead = F.col("_status") == "dead_letter"
     return labelled.select(
         *LINE_COLUMNS,
+        *keep,
         "_status",
         F.when(is_dead, F.col("_error_reason")).alias("_error_reason"),
         F.when(is_dead, F.col("_error_detail")).alias("_error_detail"),
@@ -395,6 +565,42 @@ def bronze_rows(records: DataFrame) -> DataFrame:
 def dead_letter_rows(records: DataFrame) -> DataFrame:
     """Decorated, classified records to the rows of `bronze.dead_letter`."""
     return records.where(F.col("_status") == "dead_letter").select(*DEAD_LETTER_SCHEMA.fieldNames())
+
+
+REASONS = (
+    "too_large",
+    "malformed_json",
+    "not_an_object",
+    "invalid_envelope",
+    "unknown_op",
+    "missing_key",
+)
+
+
+def status_metrics() -> list[Column]:
+    """What :func:`count_statuses` counts, as aggregates for `DataFrame.observe`: the
+    counts then come with the first write of the records, without a job of their own."""
+    status, reason = F.col("_status"), F.col("_error_reason")
+    return [
+        F.count(F.lit(1)).alias("records_read"),
+        F.count_if(status == "bronze").alias("bronze_rows"),
+        F.count_if(status == "dead_letter").alias("dead_letters"),
+        F.count_if(status == "tombstone").alias("tombstones"),
+        F.max("source_committed_at").alias("max_source_committed_at"),
+        *[F.count_if(reason == name).alias(f"reason_{name}") for name in REASONS],
+    ]
+
+
+def observed_counts(metrics: Mapping[str, object]) -> dict[str, object]:
+    """The result of :func:`status_metrics` as :func:`count_statuses` returns it."""
+    counts: dict[str, object] = {
+        name: int(metrics[name])  # type: ignore[call-overload]
+        for name in ("records_read", "bronze_rows", "dead_letters", "tombstones")
+    }
+    counts["max_source_committed_at"] = metrics["max_source_committed_at"]
+    reasons = {name: int(metrics[f"reason_{name}"]) for name in REASONS}  # type: ignore[call-overload]
+    counts["reasons"] = {name: n for name, n in reasons.items() if n}
+    return counts
 
 
 def count_statuses(records: DataFrame) -> dict[str, object]:

@@ -510,6 +510,26 @@ def get_spark(catalog: bool = True) -> SparkSession:
     return spark
 
 
+# The ingestion job's own SQL settings (python_jobs/ingest.py), on a session of its own
+# so that nothing else reads with them.
+INGESTION_SETTINGS = {
+    # Each landing file (or split of one, 128 MB by default) in a task of its own: the
+    # cost of opening a file is counted as a whole split, so no two files share a task.
+    # A line's number is then its row index within the task (bronze.number_lines).
+    "spark.sql.files.maxPartitionBytes": str(128 * 1024 * 1024),
+    "spark.sql.files.openCostInBytes": str(128 * 1024 * 1024),
+}
+
+
+def ingestion_session(spark: SparkSession) -> SparkSession:
+    """A session of `spark`'s application (same catalog, same jars) with
+    ``INGESTION_SETTINGS``."""
+    session = spark.newSession()
+    for key, value in INGESTION_SETTINGS.items():
+        session.conf.set(key, value)
+    return session
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m python_jobs.spark`: start a session once (resolving the jars on a
     fresh machine) and print what it runs on."""

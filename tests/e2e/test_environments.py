@@ -42,8 +42,7 @@ def _state(spark, schema: str) -> dict[str, object]:
         "visits": visits,
         "users_version": spark.sql(f"describe history {schema}_silver.users limit 1").first()[0],
         "runs": sorted(
-            (r.model, r.status)
-            for r in spark.table(f"{schema}_ops.cdc_merge_runs").collect()
+            (r.model, r.status) for r in spark.table(f"{schema}_ops.cdc_merge_runs").collect()
         ),
         "filter_runs": spark.table(f"{schema}_ops.filter_stats")
         .select("invocation_id")

@@ -37,12 +37,11 @@ from tests.e2e.test_cdc_convergence import (
 # Silver and gold over users, articles and visits: the models and their tests (the
 # whole project builds in the demo test; on the 1-core executor it takes ~10 minutes).
 # The aggregate is in: a test of fct_visits reconciles it with the aggregate.
+# The status APIs answer slowly while a loaded 2-core machine runs the build beside them.
+STATUS_TIMEOUT_S = 60.0
 SELECT = ("--select", "+fct_visits", "+agg_article_daily_visits", "+users", "+articles")
 # The visit columns of silver.visits and gold.fct_visits, against visits_valid.jsonl.
 VISITS = (("silver.visits", VISIT_COLUMNS), ("gold.fct_visits", VISIT_COLUMNS))
-# The catalog the cluster shares: PostgreSQL (`python -m python_jobs.catalog up`), or
-# the embedded Derby one, which the Thrift server then holds alone.
-SHARED_CATALOG = False
 
 
 class _Rows:
@@ -108,10 +107,13 @@ def _ok(proc: subprocess.CompletedProcess, what: str) -> str:
 
 
 @pytest.fixture()
-def cluster_home(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
-    """A lakehouse home with the shared catalog and the cluster up; both stopped after,
-    also when the test fails. Yields the home and the environment to run jobs in."""
-    home = tmp_path / "cluster-home"
+def cluster_home(lakehouse_home: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A lakehouse home with the shared catalog (PostgreSQL) and the cluster up; both
+    stopped after, also when the test fails. Yields the home and the environment to run
+    jobs in. The home is under the suite's own (not pytest's tmp_path: a pytest session
+    starting meanwhile resets its root to 0700, and PostgreSQL, running as another
+    user, would lose its data directory)."""
+    home = lakehouse_home / "cluster-home"
     env = {
         k: v
         for k, v in os.environ.items()
@@ -121,10 +123,9 @@ def cluster_home(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     env.pop("LAKEHOUSE_CATALOG", None)
     try:
         started = time.monotonic()
-        if SHARED_CATALOG:
-            url = _ok(_run(env, "python_jobs.catalog", "up", timeout=600), "catalog up")
-            env["LAKEHOUSE_CATALOG"] = url.strip().splitlines()[-1]
-            print(f"\ncatalog up: {time.monotonic() - started:.1f} s")
+        url = _ok(_run(env, "python_jobs.catalog", "up", timeout=600), "catalog up")
+        env["LAKEHOUSE_CATALOG"] = url.strip().splitlines()[-1]
+        print(f"\ncatalog up: {time.monotonic() - started:.1f} s")
         started = time.monotonic()
         ports = ("--port", "0", "--ui-port", "0", "--thrift-port", "0", "--thrift-ui-port", "0")
         _ok(_run(env, "python_jobs.cluster", "up", *ports, timeout=600), "cluster up")
@@ -132,8 +133,7 @@ def cluster_home(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         yield home, env
     finally:
         down = _run(env, "python_jobs.cluster", "down", timeout=300)
-        if SHARED_CATALOG:
-            _run(env, "python_jobs.catalog", "down", timeout=120)
+        _run(env, "python_jobs.catalog", "down", timeout=120)
         assert down.returncode == 0, down.stderr
 
 
@@ -149,7 +149,7 @@ def _executors_by_worker(master: dict) -> dict[str, set[str]]:
     for worker in master["workers"]:
         if worker["state"] != "ALIVE":
             continue
-        state = cluster.get_json(f"{worker['webuiaddress']}/json/")
+        state = cluster.get_json(f"{worker['webuiaddress']}/json/", timeout=STATUS_TIMEOUT_S)
         executors = state["executors"] + state["finishedexecutors"]
         placed[worker["id"]] = {executor["appid"] for executor in executors}
     return placed
@@ -174,7 +174,7 @@ def test_dbt_build_on_the_cluster_equals_the_truth(
     times["ingest, cluster"] = time.monotonic() - started
     print(f"ingest on the cluster: {times['ingest, cluster']:.1f} s")
 
-    master = cluster.get_json(f"{addresses['CLUSTER_UI_URL']}/json/")
+    master = cluster.get_json(f"{addresses['CLUSTER_UI_URL']}/json/", timeout=STATUS_TIMEOUT_S)
     assert master["url"] == addresses["SPARK_MASTER"]
     assert master["aliveworkers"] == 2
     apps = {app["name"]: app for app in master["activeapps"] + master["completedapps"]}
@@ -206,8 +206,11 @@ def test_dbt_build_on_the_cluster_equals_the_truth(
 
     # The Thrift server's tasks ran on its executor on a worker, none on the driver.
     api = f"{addresses['THRIFT_UI_URL']}/api/v1/applications"
-    assert [app["id"] for app in cluster.get_json(api)] == [thrift_app]
-    executors = {e["id"]: e for e in cluster.get_json(f"{api}/{thrift_app}/executors")}
+    assert [app["id"] for app in cluster.get_json(api, timeout=STATUS_TIMEOUT_S)] == [thrift_app]
+    executors = {
+        e["id"]: e
+        for e in cluster.get_json(f"{api}/{thrift_app}/executors", timeout=STATUS_TIMEOUT_S)
+    }
     assert executors["driver"]["totalTasks"] == 0
     on_workers = {i: e for i, e in executors.items() if i != "driver"}
     assert on_workers and all(e["totalTasks"] > 0 for e in on_workers.values()), executors

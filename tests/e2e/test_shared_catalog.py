@@ -53,9 +53,12 @@ def _catalog(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
-    """(lakehouse home, LAKEHOUSE_CATALOG URL) of a catalog running for this module."""
-    home = tmp_path_factory.mktemp("shared") / "lakehouse"
+def shared(lakehouse_home: Path) -> Iterator[tuple[Path, str]]:
+    """(lakehouse home, LAKEHOUSE_CATALOG URL) of a catalog running for this module. The
+    home is under the suite's own, not pytest's tmp_path: a pytest session starting
+    meanwhile resets pytest's root to 0700, and PostgreSQL, running as another user,
+    would lose its data directory and shut down."""
+    home = lakehouse_home / "shared-catalog"
     try:
         started = _catalog(home, "up")
         assert started.returncode == 0, started.stderr[-3000:]
@@ -120,7 +123,9 @@ def _has_rows(spark, table: str) -> bool:
 
 
 def _model_names() -> set[str]:
-    return {f.stem for path in BUILD_PATHS for f in (REPO_ROOT / path).rglob("*.sql")}
+    """The relations the build makes: its models but the ephemeral intermediate ones."""
+    paths = [path for path in BUILD_PATHS if path != "models/intermediate"]
+    return {f.stem for path in paths for f in (REPO_ROOT / path).rglob("*.sql")}
 
 
 def _stop(proc: subprocess.Popen, timeout: float = 120) -> int:

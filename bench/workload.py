@@ -17,9 +17,12 @@ def add_size_arguments(parser: argparse.ArgumentParser, **defaults: int) -> None
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=defaults[name])
 
 
-def simulate_workload(landing: Path, truth: Path, args: argparse.Namespace) -> RunSummary:
-    """The simulator (seed 42, default chaos) at the size in `args`, quietly."""
+def simulate_workload(
+    landing: Path, truth: Path, args: argparse.Namespace, *extra: str
+) -> RunSummary:
+    """The simulator (seed 42, default chaos) at the size in `args`, quietly; `extra`
+    are more of its options (e.g. `--sink kafka`)."""
     command = ["--landing-dir", str(landing), "--truth-dir", str(truth), "--seed", "42"]
     for name in SIZE_OPTIONS:
         command += ["--" + name.replace("_", "-"), str(getattr(args, name))]
-    return simulate(options_from_args(build_parser().parse_args([*command, "--quiet"])))
+    return simulate(options_from_args(build_parser().parse_args([*command, *extra, "--quiet"])))

@@ -30,17 +30,19 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from python_jobs import bronze
-from python_jobs.spark import get_spark, paths, shared_catalog
+from python_jobs.spark import get_spark, ingestion_session, paths, shared_catalog
 from python_jobs.topics import Topic, load_topics
 
 log = logging.getLogger("ingest")
@@ -85,21 +87,70 @@ def checkpoint_dir(topic: Topic, source: str = "files") -> Path:
 
 
 def read_landing(spark: SparkSession, topic: Topic, landing: Path, max_files: int) -> DataFrame:
-    """New files of one topic's landing directory, as lines (``bronze.LINE_SCHEMA``)."""
+    """New files of one topic's landing directory, one row per line (streamed, so a
+    file of any size): `_raw`, `_source_file` and `_block_start`, numbered in each
+    micro-batch by :func:`python_jobs.bronze.number_lines`."""
     directory = topic.landing_dir(landing)
     directory.mkdir(parents=True, exist_ok=True)
-    files = (
+    return (
         spark.readStream.format("text")
-        .option("wholetext", "true")
+        # Lines end at \n only: a \r stays in `_raw`, byte for byte.
+        .option("lineSep", "\n")
         .option("pathGlobFilter", "*.json")
         .option("maxFilesPerTrigger", max_files)
         # Never skip a file for being old (Spark's default ignores files 7 days older
         # than the newest seen, e.g. a backfill copied in with its original times).
         .option("maxFileAge", "3650d")
         .load(str(directory))
-        .select("value", F.col("_metadata.file_path").alias("_source_file"))
+        .select(
+            F.col("value").alias("_raw"),
+            F.col("_metadata.file_path").alias("_source_file"),
+            F.col("_metadata.file_block_start").alias("_block_start"),
+        )
     )
-    return bronze.split_lines(files, topic.topic)
+
+
+def batch_files(checkpoint: Path, batch_id: int) -> list[str]:
+    """The landing files of micro-batch `batch_id` (URIs), from the file source's log in
+    the query's checkpoint: `sources/0/<batch>`, or the compacted `<n>.compact` holding
+    it (lines of JSON after a version line, each with `path` and `batchId`). The batch's
+    DataFrame does not know them (it is a plan over the scan's RDD)."""
+    log = checkpoint / "sources" / "0"
+    compacted = sorted(log.glob("*.compact"), key=lambda f: int(f.stem), reverse=True)
+    for file in [log / str(batch_id), *compacted]:
+        if not file.exists():
+            continue
+        entries = [json.loads(line) for line in file.read_text().splitlines()[1:] if line]
+        paths = [e["path"] for e in entries if e.get("batchId") == batch_id]
+        if paths or file.name == str(batch_id):
+            return paths
+    raise IngestError(
+        f"batch {batch_id} is not in the file source's log under {log}: the checkpoint "
+        "is damaged; restore it, or re-ingest from scratch"
+    )
+
+
+def lines_before_splits(spark: SparkSession, files: list[str]) -> dict[tuple[str, int], int]:
+    """For the landing files larger than one split (read by several tasks): the number
+    of lines before each split, keyed by (`_metadata.file_path`, split start), from one
+    counting pass over those files only. Empty when every file fits in one split."""
+    split = int(spark.conf.get("spark.sql.files.maxPartitionBytes") or 0)
+    large = [f for f in files if Path(unquote(urlsplit(f).path)).stat().st_size > split]
+    if not large:
+        return {}
+    counts = (
+        spark.read.option("lineSep", "\n")
+        .text(large)
+        .groupBy(F.col("_metadata.file_path"), F.col("_metadata.file_block_start"))
+        .count()
+        .collect()
+    )
+    before: dict[tuple[str, int], int] = {}
+    total: dict[str, int] = {}
+    for file, start, count in sorted((r[0], r[1], r[2]) for r in counts):
+        before[(file, start)] = total.get(file, 0)
+        total[file] = total.get(file, 0) + count
+    return before
 
 
 def read_kafka(spark: SparkSession, topic: Topic, bootstrap: str, max_offsets: int) -> DataFrame:
@@ -192,26 +243,41 @@ class BatchWriter:
         # changed since), or a record could land in both tables or in neither.
         pinned = self._pinned_limit(batch_id)
         limit = pinned if pinned is not None else self.options.max_record_bytes
+        if self.options.source == "files":
+            lines = self._numbered(lines, batch_id)
+        # The counts come with the Bronze write (observed on every record, before the
+        # Bronze rows are filtered out), not from a job of their own. Counted first
+        # instead: a batch under a ratio limit (nothing of it is written if over), and
+        # a replay (Delta skips a write it already holds, and the observation with it).
+        count_first = pinned is not None or self.options.max_invalid_ratio is not None
+        observation = Observation(f"ingest_{self.topic.table}_{batch_id}_{uuid.uuid4().hex}")
         records = bronze.decorate(
             bronze.classify(lines, self.topic, limit), batch_id, started
-        ).persist(StorageLevel.MEMORY_AND_DISK)
+        ).observe(observation, *bronze.status_metrics())
+        if count_first:
+            # Read and parsed once for the count and the writes.
+            records = records.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            counts = bronze.count_statuses(records)
+            counts = bronze.count_statuses(records) if count_first else None
             if pinned is None:
-                self._check_ratio(counts, batch_id)
+                if counts is not None:
+                    self._check_ratio(counts, batch_id)
                 self._pin_limit(batch_id, limit)
             app_id = self.app_id()
-            if counts["bronze_rows"]:
-                path = str(self.topic.bronze_path)
-                _append(bronze.bronze_rows(records), path, app_id, batch_id, partitioned=True)
+            path = str(self.topic.bronze_path)
+            _append(bronze.bronze_rows(records), path, app_id, batch_id, partitioned=True)
+            if counts is None:
+                counts = bronze.observed_counts(observation.get)
             _fault_point("after_bronze_write")
             if counts["dead_letters"]:
+                # Rare: the batch is read and parsed again rather than cached for them.
                 dead = bronze.dead_letter_rows(records)
                 _append(dead, bronze.dead_letter_path(), app_id, batch_id, partitioned=True)
             self._log_batch(counts, batch_id, started, time.monotonic() - clock)
             _fault_point("after_batch_log")
         finally:
-            records.unpersist()
+            if count_first:
+                records.unpersist()
         log.info(
             "%s batch %d: read %d, bronze %d, dead letters %d%s, tombstones %d, lag %s, %.1fs",
             self.topic.topic,
@@ -224,6 +290,14 @@ class BatchWriter:
             _lag_text(_lag_seconds(counts["max_source_committed_at"], started)),
             time.monotonic() - clock,
         )
+
+    def _numbered(self, rows: DataFrame, batch_id: int) -> DataFrame:
+        """The micro-batch's landing lines, numbered (:func:`bronze.number_lines`), then
+        in at most one task per core (one per file would write a Parquet file each)."""
+        session = rows.sparkSession
+        before = lines_before_splits(session, batch_files(self.checkpoint, batch_id))
+        lines = bronze.number_lines(rows, self.topic.topic, before)
+        return lines.coalesce(max(1, session.sparkContext.defaultParallelism))
 
     def _pin_file(self, batch_id: int) -> Path:
         return self.checkpoint / "lakehouse" / f"batch-{batch_id}.json"
@@ -369,11 +443,13 @@ def start_query(
     spark: SparkSession, topic: Topic, options: IngestOptions
 ) -> tuple[StreamingQuery, BatchWriter]:
     checkpoint = checkpoint_dir(topic, options.source)
+    session = ingestion_session(spark)
     if options.source == "kafka":
         assert options.bootstrap_servers is not None
-        lines = read_kafka(spark, topic, options.bootstrap_servers, options.max_offsets)
+        lines = read_kafka(session, topic, options.bootstrap_servers, options.max_offsets)
     else:
-        lines = read_landing(spark, topic, options.landing or paths()["landing"], options.max_files)
+        landing = options.landing or paths()["landing"]
+        lines = read_landing(session, topic, landing, options.max_files)
     sink = BatchWriter(spark, topic, options, checkpoint)
     writer = (
         lines.writeStream.queryName(f"ingest_{options.source}_{topic.table}")

@@ -334,8 +334,9 @@ def _format_storage(files: dict[str, Path]) -> None:
         *_jvm(files, "-Xmx256m"),
         STORAGE_TOOL,
         "format",
-        "--cluster-id",
-        cluster_id,
+        # One argument: a random id may start with '-', which argparse would take
+        # for an option ("--cluster-id: expected one argument").
+        f"--cluster-id={cluster_id}",
         "--config",
         str(files["config"]),
         "--ignore-formatted",

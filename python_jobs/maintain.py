@@ -7,7 +7,7 @@ every Delta table of the target's silver, gold and ops schemas. OPTIMIZE uses a 
 own clustering, else Z-orders by the keys it declares (a model's ``unique_key``, a
 Bronze table's ``loaded_at_field``), else compacts. VACUUM keeps removed files for the
 retention, which is never shorter than the backfill horizon, so a backfill within the
-horizon can always restore (README, "Maintenance and retention").
+horizon can always restore (docs/operations.md, "Maintenance and retention").
 
     python -m python_jobs.maintain                       # horizon 168 h (7 days)
     LAKEHOUSE_BACKFILL_HORIZON_HOURS=336 python -m python_jobs.maintain

@@ -7,7 +7,7 @@
 
 Steps run in one process, on one SparkSession. The first step that fails stops the run:
 the exit code is non-zero and the last line names the step. Re-running the same
-execution time is a backfill of its window (README, "How to backfill").
+execution time is a backfill of its window (docs/operations.md, "Backfills").
 
     python -m python_jobs.run                                   # now, local target
     python -m python_jobs.run --execution-time 2024-10-07T00:00:00

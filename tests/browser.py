@@ -9,8 +9,9 @@
   and returns what each chart rendered, for any test that wants to check one.
 
 Everything the browser writes (profile, caches, temporary files) goes to a scratch
-directory under ``$LAKEHOUSE_HOME/tmp`` that is removed afterwards: nothing lands in
-/tmp or the user's home.
+directory that is removed afterwards: under ``$LAKEHOUSE_HOME/tmp``, or under /tmp when
+that path is too long for Chromium's singleton socket; nothing stays in /tmp or the
+user's home.
 """
 
 from __future__ import annotations

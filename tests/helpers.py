@@ -12,6 +12,26 @@ from python_jobs.spark import REPO_ROOT, paths
 
 LAYER_SCHEMAS = ("bronze", "silver", "gold", "ops")
 
+# What jobs run in the suite's own process set from the suite's home (run_dbt's dbt
+# paths and salt) or a developer may have set (target, catalog, master): a job started
+# for another home derives its own (docs generate once wrote its catalog.json into the
+# suite's dbt target directory instead of the home under test).
+SUITE_PROCESS_VARIABLES = (
+    "LAKEHOUSE_HOME",
+    "DBT_TARGET_PATH",
+    "DBT_LOG_PATH",
+    "LAKEHOUSE_PII_SALT",
+    "DBT_TARGET",
+    "LAKEHOUSE_CATALOG",
+    "SPARK_MASTER",
+)
+
+
+def job_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a job started in a subprocess for the lakehouse at `home`."""
+    env = {k: v for k, v in os.environ.items() if k not in SUITE_PROCESS_VARIABLES}
+    return {**env, "LAKEHOUSE_HOME": str(home), **extra}
+
 
 def reset_lakehouse(spark) -> None:
     """Drop every table of the layer schemas and delete Bronze, checkpoints, landing."""

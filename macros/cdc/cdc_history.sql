@@ -19,7 +19,7 @@
     So a late change is placed where its sequence falls, a re-run or backfill of any
     window replaces that window's changes and gives the same history, and a full
     refresh equals the incremental result by construction. Semantics and
-    configuration: macros/cdc/_cdc__macros.yml and the README.
+    configuration: macros/cdc/_cdc__macros.yml and docs/materializations.md.
 -#}
 {% materialization cdc_history, adapter='spark' -%}
     {%- set options = _cdc_history_options(model, config) -%}

@@ -15,7 +15,7 @@
     and the Delta versions before and after it in `ops.cdc_merge_runs`. Re-running an
     execution time that already ran restores the table (and its tombstones) to the
     version it had before that window, then merges the window again: the Stateful
-    Merger. Semantics and configuration: macros/cdc/_cdc__macros.yml and the README.
+    Merger. Semantics and configuration: macros/cdc/_cdc__macros.yml and docs/materializations.md.
 -#}
 {% materialization cdc_merge, adapter='spark' -%}
     {%- set options = _cdc_merge_options(model, config) -%}

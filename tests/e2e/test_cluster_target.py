@@ -13,7 +13,6 @@ local target, same data, is timed beside it (printed, not asserted).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from tests.e2e.test_cdc_convergence import (
     table_rows,
     truth_rows,
 )
+from tests.helpers import job_env
 
 # Silver and gold over users, articles and visits: the models and their tests (the
 # whole project builds in the demo test; on the 1-core executor it takes ~10 minutes).
@@ -114,13 +114,7 @@ def cluster_home(lakehouse_home: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     starting meanwhile resets its root to 0700, and PostgreSQL, running as another
     user, would lose its data directory)."""
     home = lakehouse_home / "cluster-home"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("SPARK_MASTER", "DBT_TARGET", "DBT_TARGET_PATH", "DBT_LOG_PATH")
-    }
-    env["LAKEHOUSE_HOME"] = str(home)
-    env.pop("LAKEHOUSE_CATALOG", None)
+    env = job_env(home)
     try:
         started = time.monotonic()
         url = _ok(_run(env, "python_jobs.catalog", "up", timeout=600), "catalog up")

@@ -10,7 +10,6 @@ tables by path.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import signal
@@ -28,7 +27,13 @@ from pyspark.errors import AnalysisException
 from python_jobs.catalog import free_port, port_open
 from python_jobs.spark import REPO_ROOT, parse_catalog_url
 from python_jobs.topics import load_topics
-from tests.helpers import bronze_records, ingested_records, landing_records, run_simulator
+from tests.helpers import (
+    bronze_records,
+    ingested_records,
+    job_env,
+    landing_records,
+    run_simulator,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -40,12 +45,10 @@ START_TIMEOUT_S = 900
 
 
 def _catalog(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LAKEHOUSE_HOME": str(home)}
-    env.pop("LAKEHOUSE_CATALOG", None)
     return subprocess.run(
         [sys.executable, "-m", "python_jobs.catalog", *args],
         cwd=REPO_ROOT,
-        env=env,
+        env=job_env(home),
         capture_output=True,
         text=True,
         timeout=600,
@@ -72,14 +75,8 @@ def shared(lakehouse_home: Path) -> Iterator[tuple[Path, str]]:
 
 
 def _env(home: Path, url: str, **extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "LAKEHOUSE_HOME": str(home),
-        "LAKEHOUSE_CATALOG": url,
-        # Five drivers side by side on a 2-core, shared machine.
-        "SPARK_DRIVER_MEMORY": "1g",
-        **extra,
-    }
+    # Five drivers side by side on a 2-core, shared machine.
+    return job_env(home, LAKEHOUSE_CATALOG=url, SPARK_DRIVER_MEMORY="1g", **extra)
 
 
 def _start(name: str, args: list[str], env: dict[str, str], logs: Path) -> subprocess.Popen:
@@ -294,7 +291,7 @@ def test_catalog_that_cannot_be_used_fails_in_one_line(shared) -> None:
         proc = subprocess.run(
             [sys.executable, "-m", "python_jobs.run_dbt", "build"],
             cwd=REPO_ROOT,
-            env={**_env(fresh, bad)},
+            env=_env(fresh, bad),
             capture_output=True,
             text=True,
             timeout=120,

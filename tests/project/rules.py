@@ -306,7 +306,7 @@ def _without_calls(raw: str, function: str) -> str:
 
 
 def naming(manifest: Manifest) -> list[str]:
-    """Model names follow their folder (README, "Layout"): `models/staging/<source>/`
+    """Model names follow their folder (README.md, "Layout"): `models/staging/<source>/`
     holds `stg_<source>__<entity>`, `models/intermediate/<source>/` holds
     `int_<source>__<entity>...`, `models/marts/` holds `dim_`/`fct_`/`agg_` models,
     `models/silver/` and `models/ops/` hold tables named as consumers read them (no layer

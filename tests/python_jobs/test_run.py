@@ -64,8 +64,7 @@ def test_a_failing_step_stops_the_run_and_is_named(spark, clean_lakehouse, capsy
         "==> run: step 3/3: build",
     ]
     assert err.strip().splitlines()[-1] == (
-        f"run: step 'build' failed: dbt build failed (see dbt's output above; "
-        f"execution time {AT})"
+        f"run: step 'build' failed: dbt build failed (see dbt's output above; execution time {AT})"
     )
     assert [r[1] for r in bronze_records(spark, "blog_visits")] == [1, 2, 3, 4, 5]
     kept = sorted(r.visit_id for r in spark.table("silver.visits").collect())

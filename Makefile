@@ -24,7 +24,7 @@ LAKEHOUSE_CATALOG ?= $(shell cat "$(LAKEHOUSE_HOME)/catalog/url" 2>/dev/null)
 export LAKEHOUSE_CATALOG
 
 DBT_ARGS ?=
-# make demo DEMO_ARGS="--days 2 --more-days 1 --users 100" (python -m python_jobs.demo -h)
+# make demo DEMO_ARGS="--days 2 --more-days 1 --users 100" (python -m python_jobs.tools.demo -h)
 DEMO_ARGS ?=
 PYTEST_ARGS ?=
 RUN_ARGS ?=
@@ -76,10 +76,10 @@ $(STAMP): pyproject.toml | java
 
 # The first session resolves the Delta and Kafka connector jars, and the Kafka broker's
 # jars, from Maven Central into .venv; later sessions load them without any resolution.
-$(VENV)/.jars: $(STAMP) python_jobs/spark.py python_jobs/kafka_broker.py
+$(VENV)/.jars: $(STAMP) python_jobs/spark.py python_jobs/tools/kafka_broker.py
 	@mkdir -p "$(TMPDIR)"
 	$(PY) -m python_jobs.spark
-	$(PY) -m python_jobs.kafka_broker resolve
+	$(PY) -m python_jobs.tools.kafka_broker resolve
 	@touch $@
 
 # Debian's Chromium (/usr/bin/chromium) for the browser tests, driven by playwright,
@@ -95,7 +95,7 @@ setup: java $(STAMP) $(VENV)/.jars
 	@mkdir -p "$(TMPDIR)"
 
 demo: setup
-	$(PY) -m python_jobs.demo $(DEMO_ARGS)
+	$(PY) -m python_jobs.tools.demo $(DEMO_ARGS)
 
 ingest: setup
 	$(PY) -m python_jobs.ingest --once
@@ -122,7 +122,7 @@ docs: setup
 	@echo "lineage docs: $${DBT_TARGET_PATH:-$(LAKEHOUSE_HOME)/dbt/target}/index.html (serve the directory over HTTP to open it)"
 
 report: setup
-	$(PY) -m python_jobs.report
+	$(PY) -m python_jobs.tools.report
 
 simulate: setup
 	$(PY) -m python_jobs.simulate $(SIM_ARGS)
@@ -136,10 +136,10 @@ bench: setup
 # A single-node Kafka broker (KRaft) on loopback, state under LAKEHOUSE_HOME/kafka; the
 # first start resolves its jars from Maven Central into .venv.
 kafka-up: setup
-	$(PY) -m python_jobs.kafka_broker up $(if $(KAFKA_PORT),--port $(KAFKA_PORT))
+	$(PY) -m python_jobs.tools.kafka_broker up $(if $(KAFKA_PORT),--port $(KAFKA_PORT))
 
 kafka-down: setup
-	$(PY) -m python_jobs.kafka_broker down
+	$(PY) -m python_jobs.tools.kafka_broker down
 
 # Debian's PostgreSQL (/usr/lib/postgresql/*/bin), installed with apt when missing
 # (apt's own temporary files, not the lakehouse's TMPDIR).
@@ -162,14 +162,14 @@ catalog-down: setup
 # pyspark install) and a Thrift server running on it; state under LAKEHOUSE_HOME/cluster,
 # addresses in LAKEHOUSE_HOME/cluster/cluster.env (docs/deploying-cluster.md).
 cluster-up: setup
-	$(PY) -m python_jobs.cluster up
+	$(PY) -m python_jobs.tools.cluster up
 
 cluster-down: setup
-	$(PY) -m python_jobs.cluster down
+	$(PY) -m python_jobs.tools.cluster down
 
 lint: setup
 	$(VENV)/bin/ruff check python_jobs tests bench
-	$(PY) -m python_jobs.lint
+	$(PY) -m python_jobs.tools.lint
 
 # Two workers, whole files each (a file's fixtures build once); each worker has its own
 # LAKEHOUSE_HOME and Spark session (tests/conftest.py). PYTEST_ARGS="-n 0" runs serially.

@@ -6,7 +6,7 @@ Input: the change rows of the cdc_merge benchmark (bench/bench_cdc_merge.py, its
 generator imported): a snapshot of `--keys` keys (op 'r'), then batches that each
 change 1% of the keys with duplicates, deletes, late stale updates and keys changed 2-3
 times out of lsn order. Each batch is appended with its own `_ingested_at`; then, per
-batch, in the benchmark's dbt project (bench/cdc_merge_project/):
+batch, in the benchmark's dbt project (bench/cdc_project/):
 
   (a) ours: `dbt run --select bench_cdc_history` (`cdc_history`, unique_key id,
       sequence_by lsn, every carried column tracked), incremental;

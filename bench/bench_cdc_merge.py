@@ -8,7 +8,7 @@ then batches that each change 1% of the keys with chaos: ~5% of the rows duplica
 ~10% of the keys with 2-3 changes out of lsn order, ~5% deletes, and late stale updates
 (lsn lower than the key's current one). Each batch is appended with its own
 `_ingested_at`; then one dbt run per model (only that model selected) is timed. Models:
-bench/cdc_merge_project/.
+bench/cdc_project/.
 
   (a) ours: `cdc_merge` (unique_key id, sequence_by lsn), incremental, one batch;
   (b) dbt-spark's `incremental` materialization, merge on id, file_format delta, over a
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parent / "cdc_merge_project"
+PROJECT = Path(__file__).resolve().parent / "cdc_project"
 OURS = "bench_cdc_merge"
 BASELINE = "bench_dbt_incremental"
 

@@ -13,7 +13,7 @@ Files (the simulator's workload, default chaos, in a scratch landing zone):
    and tables: Bronze, dead letters with reasons, the batch log, exactly once.
 
 Kafka (unless --no-kafka): the same workload written by the simulator to the project's
-broker (python_jobs/kafka_broker.py, loopback, in the scratch home), then the
+broker (python_jobs/tools/kafka_broker.py, loopback, in the scratch home), then the
 hand-written job and ours reading the same topics from the earliest offset.
 
 Prints records per second for each and the ratios, then checks the outputs row for
@@ -218,8 +218,9 @@ def _timed(run: Callable[[], object]) -> float:
 
 
 def _bench_kafka(spark, scratch: Path, args: argparse.Namespace, lines: dict[str, int]) -> None:  # type: ignore[no-untyped-def]
-    from python_jobs import ingest, kafka_broker
+    from python_jobs import ingest
     from python_jobs.simulate.kafka_sink import topic_record_counts
+    from python_jobs.tools import kafka_broker
     from python_jobs.topics import load_topics
 
     os.environ["LAKEHOUSE_HOME"] = str(scratch / "kafka-home")

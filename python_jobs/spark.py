@@ -2,7 +2,7 @@
 
 Jobs, tests and dbt (through ``python -m python_jobs.run_dbt``) all get their session
 from :func:`get_spark`, so they read and write the same catalog with the same settings;
-the local Thrift server (``python_jobs.thrift_server``) starts with
+the local Thrift server (``python_jobs.tools.thrift_server``) starts with
 :func:`thrift_server_settings`, the same settings again.
 
 Layout under ``LAKEHOUSE_HOME`` (default ``./.lakehouse``)::
@@ -392,7 +392,7 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
 
 def master_settings(master: str) -> dict[str, str]:
     """``spark.master`` and, for a Spark standalone cluster (``spark://host:port``, e.g.
-    the loopback one of ``python -m python_jobs.cluster``), how this application's
+    the loopback one of ``python -m python_jobs.tools.cluster``), how this application's
     executors are sized and where they keep their files."""
     settings = {"spark.master": master}
     if not master.startswith("spark://"):
@@ -429,7 +429,7 @@ def master_settings(master: str) -> dict[str, str]:
 
 def cluster_daemon_java_options() -> str:
     """JVM options (and Spark settings) of the standalone master and workers that
-    ``python -m python_jobs.cluster`` starts (SPARK_DAEMON_JAVA_OPTS)."""
+    ``python -m python_jobs.tools.cluster`` starts (SPARK_DAEMON_JAVA_OPTS)."""
     return " ".join(
         [
             f"-Djava.io.tmpdir={paths()['home'] / 'cluster' / 'tmp'}",

@@ -1,8 +1,9 @@
-"""The topic registry, read from dbt's Bronze source definitions.
+"""The topic registry: `topics.yml` at the repository root.
 
-`models/staging/blog/_blog__sources.yml` declares every Bronze table with its topic,
-kind and key in `config.meta`; this module reads that file so the Python layer and dbt
-share one declaration.
+Each entry names a topic, its kind (`cdc` or `events`), the key of its records and the
+Bronze table it feeds. The ingestion job, the report and the benchmarks read it from
+here; dbt declares the same tables as sources of their system (source `blog`, schema
+`bronze`), which tests/python_jobs/test_topics.py checks against this registry.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import yaml
 
 from python_jobs.spark import REPO_ROOT, paths
 
-SOURCES_FILE = REPO_ROOT / "models" / "staging" / "blog" / "_blog__sources.yml"
+REGISTRY_FILE = REPO_ROOT / "topics.yml"
+# Where dbt declares the Bronze tables of the blog system (and their freshness).
+BLOG_SOURCES_FILE = REPO_ROOT / "models" / "staging" / "blog" / "_blog__sources.yml"
 KINDS = ("cdc", "events")
 # Bronze tables that are not topics: written by the ingestion job for every topic.
-SHARED_KINDS = ("dead_letter",)
+SHARED_TABLES = ("dead_letter",)
 
 
 @dataclass(frozen=True)
@@ -37,35 +40,38 @@ class Topic:
         return landing / self.topic
 
 
-def load_topics(sources_file: Path = SOURCES_FILE) -> list[Topic]:
-    """Every Bronze table declared in the dbt source `bronze`, in declaration order."""
-    doc = yaml.safe_load(sources_file.read_text())
+def load_topics(registry_file: Path = REGISTRY_FILE) -> list[Topic]:
+    """Every topic of the registry, in declaration order."""
+    doc = yaml.safe_load(registry_file.read_text()) or {}
     topics: list[Topic] = []
-    for source in doc["sources"]:
-        if source["name"] != "bronze":
-            continue
-        for table in source["tables"]:
-            meta = (table.get("config") or {}).get("meta") or {}
-            if meta.get("kind") in SHARED_KINDS:
-                continue
-            missing = [k for k in ("topic", "kind", "key") if k not in meta]
-            if missing:
-                raise ValueError(
-                    f"{sources_file}: bronze table {table['name']!r} lacks meta {missing}"
-                )
-            if meta["kind"] not in KINDS:
-                raise ValueError(
-                    f"{sources_file}: bronze table {table['name']!r} has kind "
-                    f"{meta['kind']!r}; expected one of {KINDS}"
-                )
-            topics.append(
-                Topic(
-                    topic=meta["topic"],
-                    kind=meta["kind"],
-                    key=tuple(meta["key"]),
-                    table=table["name"],
-                )
+    for entry in doc.get("topics") or []:
+        name = entry.get("topic") or entry.get("table")
+        missing = [k for k in ("topic", "kind", "key", "table") if not entry.get(k)]
+        if missing:
+            raise ValueError(f"{registry_file}: topic {name!r} lacks {missing}")
+        if entry["kind"] not in KINDS:
+            raise ValueError(
+                f"{registry_file}: topic {name!r} has kind {entry['kind']!r}; "
+                f"expected one of {KINDS}"
             )
+        if entry["table"] in SHARED_TABLES:
+            raise ValueError(
+                f"{registry_file}: topic {name!r} cannot feed {entry['table']!r}, "
+                "the ingestion job's own table"
+            )
+        topics.append(
+            Topic(
+                topic=entry["topic"],
+                kind=entry["kind"],
+                key=tuple(entry["key"]),
+                table=entry["table"],
+            )
+        )
     if not topics:
-        raise ValueError(f"{sources_file}: no bronze tables declared")
+        raise ValueError(f"{registry_file}: no topics declared")
+    tables = [t.table for t in topics]
+    for field, values in (("topic", [t.topic for t in topics]), ("table", tables)):
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            raise ValueError(f"{registry_file}: {field} declared twice: {repeated}")
     return topics

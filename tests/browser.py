@@ -5,7 +5,7 @@
 - :func:`open_page` loads a URL in headless Chromium (Debian's `/usr/bin/chromium`,
   installed by `make chromium`; driven by playwright, which downloads no browser) and
   records every console error and uncaught page error;
-- :func:`render_report` opens a generated observability report (`python_jobs.report`)
+- :func:`render_report` opens a generated observability report (`python_jobs.tools.report`)
   and returns what each chart rendered, for any test that wants to check one.
 
 Everything the browser writes (profile, caches, temporary files) goes to a scratch
@@ -233,7 +233,7 @@ class ReportView:
 
 def render_report(report_dir: Path, screenshot: Path | None = None) -> ReportView:
     """Open a generated observability report (`index.html` in `report_dir`, see
-    `python_jobs.report`) in Chromium over HTTP. Fails on any console, page or request
+    `python_jobs.tools.report`) in Chromium over HTTP. Fails on any console, page or request
     error, and on a chart drawn with no size or with another number of marks than its
     data-points says; returns each chart's view, and saves a full-page screenshot (with
     its size and colour count) when asked."""

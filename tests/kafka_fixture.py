@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from python_jobs.kafka_broker import Broker
+    from python_jobs.tools.kafka_broker import Broker
 
 
 @pytest.fixture(scope="session")
 def kafka_broker(lakehouse_home: Path) -> Iterator[Broker]:
     """A running single-node broker (``broker.bootstrap`` is ``127.0.0.1:<port>``)."""
     # Imported here: the plugin loads with conftest, before the suite's home is in use.
-    from python_jobs.kafka_broker import broker_pids, port_open, start_broker, stop_broker
+    from python_jobs.tools.kafka_broker import broker_pids, port_open, start_broker, stop_broker
 
     broker = start_broker()
     try:

@@ -1,6 +1,6 @@
 """The `cluster` target on a real Spark standalone cluster on loopback.
 
-`python -m python_jobs.cluster up` (what `make cluster-up` runs) starts a master, two
+`python -m python_jobs.tools.cluster up` (what `make cluster-up` runs) starts a master, two
 1-core workers and a Thrift server running on them, in the test's own lakehouse home,
 with the shared catalog (`python -m python_jobs.catalog up`, PostgreSQL). The simulated
 workload is ingested on the cluster (SPARK_MASTER=spark://...), `dbt build` runs with
@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 from pyhive import hive
 
-from python_jobs import cluster, ingest
+from python_jobs import ingest
 from python_jobs.simulate.visits import COLUMNS as VISIT_COLUMNS
 from python_jobs.spark import REPO_ROOT
+from python_jobs.tools import cluster
 from tests.e2e.test_cdc_convergence import (
     assert_matches_truth,
     describe_difference,
@@ -122,11 +123,11 @@ def cluster_home(lakehouse_home: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         print(f"\ncatalog up: {time.monotonic() - started:.1f} s")
         started = time.monotonic()
         ports = ("--port", "0", "--ui-port", "0", "--thrift-port", "0", "--thrift-ui-port", "0")
-        _ok(_run(env, "python_jobs.cluster", "up", *ports, timeout=600), "cluster up")
+        _ok(_run(env, "python_jobs.tools.cluster", "up", *ports, timeout=600), "cluster up")
         print(f"cluster up: {time.monotonic() - started:.1f} s")
         yield home, env
     finally:
-        down = _run(env, "python_jobs.cluster", "down", timeout=300)
+        down = _run(env, "python_jobs.tools.cluster", "down", timeout=300)
         _run(env, "python_jobs.catalog", "down", timeout=120)
         assert down.returncode == 0, down.stderr
 
@@ -224,8 +225,8 @@ def test_dbt_build_on_the_cluster_equals_the_truth(
     print("\n" + "\n".join(f"{what}: {seconds:.1f} s" for what, seconds in times.items()))
 
     # cluster-down stops every process it started, executors included.
-    _ok(_run(env, "python_jobs.cluster", "down", timeout=300), "cluster down")
-    status = _run(env, "python_jobs.cluster", "status")
+    _ok(_run(env, "python_jobs.tools.cluster", "down", timeout=300), "cluster down")
+    status = _run(env, "python_jobs.tools.cluster", "status")
     assert status.returncode == 1, status.stdout
     with monkeypatch.context() as patched:
         patched.setenv("LAKEHOUSE_HOME", str(home))

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from python_jobs import bronze, report
+from python_jobs import bronze
 from python_jobs.spark import paths
+from python_jobs.tools import report
 from python_jobs.topics import load_topics
 from tests.browser import render_report, serve_directory
 from tests.helpers import append_to_bronze, reset_lakehouse

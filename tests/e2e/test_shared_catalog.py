@@ -198,8 +198,8 @@ def test_processes_share_one_catalog_at_once(spark, shared, monkeypatch) -> None
         )
         for name, args in (
             ("docs", ["python_jobs.run_dbt", "docs", "generate", "--threads", "1"]),
-            ("report", ["python_jobs.report"]),
-            ("thrift", ["python_jobs.thrift_server", "--port", str(thrift_port)]),
+            ("report", ["python_jobs.tools.report"]),
+            ("thrift", ["python_jobs.tools.thrift_server", "--port", str(thrift_port)]),
         ):
             times[name] = [now()]
             procs[name] = _start(name, args, env, logs)

@@ -1,6 +1,6 @@
 """The audited_table materialization (Audit-Write-Audit-Publish) and enforced contracts.
 
-The scenario model `audited_scores` (cdc_merge_project/models/audited) reads
+The scenario model `audited_scores` (materializations_project/models/audited) reads
 `silver.awap_input`; it has an enforced contract (id not null, a check `score >= 0`), a
 `unique` test on id, a warn-only `not_null` test on name and a declared audit
 `score < 1000`. Clean data publishes in one commit; a failing audit or a constraint

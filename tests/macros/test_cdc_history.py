@@ -1,6 +1,6 @@
 """Scenarios of the cdc_history materialization (SCD Type 2 from a change stream).
 
-The models are in tests/macros/cdc_merge_project/models/history: `history_all` tracks
+The models are in tests/macros/materializations_project/models/history: `history_all` tracks
 every column, `history_tracked` only `name`, `history_truncate` has its own input. A
 change's time is its lsn in seconds (`valid_from='timestamp_seconds(lsn)'`), so each
 expected version reads (id, name, valid_from lsn, valid_to lsn, is_current). Every

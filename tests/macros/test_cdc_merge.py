@@ -1,6 +1,6 @@
 """Scenarios of the cdc_merge materialization, each with its input and expected rows.
 
-The models live in a small dbt project beside this file (`cdc_merge_project/`). Most
+The models live in a small dbt project beside this file (`materializations_project/`). Most
 scenarios share one input table and the models over it (`scenario_hard`,
 `scenario_soft`), each scenario with its own range of keys (its ids are offset by
 1000 x its position); a truncate, a composite key and a schema change have tables of
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-PROJECT = Path(__file__).parent / "cdc_merge_project"
+PROJECT = Path(__file__).parent / "materializations_project"
 SCHEMA = "id bigint, op string, lsn bigint, name string"
 SHARED_SCHEMAS = [
     "id bigint, op string, lsn bigint, line int, name string",

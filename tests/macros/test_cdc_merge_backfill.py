@@ -1,6 +1,6 @@
 """Backfills of the cdc_merge materialization (the Stateful Merger), step by step.
 
-One story on `scenario_backfill` (tests/macros/cdc_merge_project): the book's worked
+One story on `scenario_backfill` (tests/macros/materializations_project): the book's worked
 example of four hourly runs, a compaction between runs, backfills in order, a re-run
 with nothing new, a refused execution time, a restore past the retention horizon, a
 crash between the table's two writes, and a lost run log. Each step states the rows

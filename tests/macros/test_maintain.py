@@ -1,6 +1,6 @@
 """Table maintenance (`maintain_tables`, `python -m python_jobs.maintain`) and backfills.
 
-One story on `scenario_backfill` (tests/macros/cdc_merge_project), built once for the
+One story on `scenario_backfill` (tests/macros/materializations_project), built once for the
 module over the book's four hourly windows: maintenance compacts and vacuums every table
 with a retention that covers the backfill horizon, and a backfill inside the horizon
 still restores and gives the book's rows; with the horizon at 0 (every earlier version

@@ -59,7 +59,8 @@ def _expected(prefix: str) -> dict[str, set[str]]:
         "model:ops": {f"{prefix}ops"},
         "snapshot": {f"{prefix}silver"},
         "source:ops": {f"{prefix}ops"},
-        "source:bronze": {"bronze"},
+        "source:blog": {"bronze"},
+        "source:dead_letters": {"bronze"},
         "source:ingestion": {"ops"},
         "source:reference": {"bronze"},
     }

@@ -1,5 +1,5 @@
-"""The project's rules (tests/project/rules.py) on the real manifest, and each rule broken
-on purpose in a copy of it.
+"""The project's rules (python_jobs/tools/project_rules.py) on the real manifest, and each
+rule broken on purpose in a copy of it.
 
 `dbt parse` runs in a subprocess (`python -m python_jobs.run_dbt parse`, which starts
 no Spark session) into this module's own target directory, once; every case reads or
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from python_jobs.spark import REPO_ROOT
-from tests.project import rules
+from python_jobs.tools import project_rules as rules
 
 
 @pytest.fixture(scope="module")
@@ -133,9 +133,11 @@ def test_one_yaml_per_model_fails_on_a_shared_or_missing_yaml(manifest: dict) ->
     _node(manifest, "dim_users")["patch_path"] = shared
     _node(manifest, "dim_articles")["patch_path"] = shared
     _node(manifest, "devices_history", "snapshot")["patch_path"] = None
-    manifest["sources"]["source.lakehouse.bronze.blog_visits"]["original_file_path"] = (
+    manifest["sources"]["source.lakehouse.blog.blog_visits"]["original_file_path"] = (
         "models/staging/blog/sources.yml"
     )
+    users = manifest["sources"]["source.lakehouse.blog.blog_public_users"]
+    users["source_name"] = "bronze"
     assert rules.one_yaml_per_model(manifest) == [
         "model dim_articles (models/marts/core/dim_articles.sql): is described in "
         "models/marts/core/_core__models.yml: move its properties to "
@@ -147,8 +149,11 @@ def test_one_yaml_per_model_fails_on_a_shared_or_missing_yaml(manifest: dict) ->
         "give each its own <name>.yml",
         "snapshot devices_history (snapshots/devices_history.sql): has no properties file: "
         "add snapshots/devices_history.yml",
-        "source bronze.blog_visits (models/staging/blog/sources.yml): sources live in "
-        "models/staging/<source>/_<source>__sources.yml: move it",
+        "source blog.blog_visits (models/staging/blog/sources.yml): sources live in "
+        "models/staging/<source>/_<source>__sources.yml (infrastructure in "
+        "models/ops/_ops__sources.yml): move it",
+        "source bronze.blog_public_users (models/staging/blog/_blog__sources.yml): a "
+        "source is named for its system, the folder it lives in: name it 'blog'",
     ]
 
 
@@ -200,12 +205,12 @@ def test_primary_key_tested_fails_without_a_key_test(manifest: dict) -> None:
 
 
 def test_sources_fresh_and_owned_fails_without_owner_or_freshness(manifest: dict) -> None:
-    visits = manifest["sources"]["source.lakehouse.bronze.blog_visits"]
+    visits = manifest["sources"]["source.lakehouse.blog.blog_visits"]
     visits["freshness"] = visits["config"]["freshness"] = None
     devices = manifest["sources"]["source.lakehouse.reference.devices"]
     for meta in (devices["meta"], devices["source_meta"], devices["config"]["meta"]):
         meta.pop("owner")
-    dead_letter = manifest["sources"]["source.lakehouse.bronze.dead_letter"]
+    dead_letter = manifest["sources"]["source.lakehouse.dead_letters.dead_letter"]
     dead_letter["config"]["meta"].pop("freshness_exempt")
     dead_letter["meta"].pop("freshness_exempt")
     batches = manifest["sources"]["source.lakehouse.ingestion.ingestion_batches"]
@@ -215,9 +220,9 @@ def test_sources_fresh_and_owned_fails_without_owner_or_freshness(manifest: dict
         "meta.freshness_exempt with the reason it cannot apply"
     )
     assert rules.sources_fresh_and_owned(manifest) == [
-        "source bronze.blog_visits (models/staging/blog/_blog__sources.yml)" + no_freshness,
-        "source bronze.dead_letter (models/staging/blog/_blog__sources.yml)" + no_freshness,
-        "source ingestion.ingestion_batches (models/staging/blog/_blog__sources.yml): has "
+        "source blog.blog_visits (models/staging/blog/_blog__sources.yml)" + no_freshness,
+        "source dead_letters.dead_letter (models/ops/_ops__sources.yml)" + no_freshness,
+        "source ingestion.ingestion_batches (models/ops/_ops__sources.yml): has "
         "freshness but no loaded_at_field or loaded_at_query: add one",
         "source reference.devices (models/staging/reference/_reference__sources.yml): has no "
         "owner: add meta.owner to the source or table",
@@ -228,7 +233,7 @@ def test_no_select_star_fails_on_star_from_a_ref_or_source(manifest: dict) -> No
     _node(manifest, "fct_visits")["raw_code"] = "select * from {{ ref('visits') }}"
     # Through an import CTE and a CTE that adds a column: still every column of the ref.
     _node(manifest, "visits")["raw_code"] = (
-        "with source as (select * from {{ source('bronze', 'blog_visits') }}),\n"
+        "with source as (select * from {{ source('blog', 'blog_visits') }}),\n"
         "typed as (select s.*, 1 as one from source as s)\n"
         "select * from typed -- noqa"
     )
@@ -237,7 +242,7 @@ def test_no_select_star_fails_on_star_from_a_ref_or_source(manifest: dict) -> No
         "model fct_visits (models/marts/core/fct_visits.sql): outputs `select *` from "
         "ref('visits')" + message,
         "model visits (models/silver/visits.sql): outputs `select *` from "
-        "source('bronze', 'blog_visits')" + message,
+        "source('blog', 'blog_visits')" + message,
     ]
 
 

@@ -102,10 +102,10 @@ def test_cluster_up_on_a_port_in_use_fails_in_one_line_and_starts_nothing(
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc, elapsed = _run(home, "python_jobs.cluster", "up", "--port", str(port))
+        proc, elapsed = _run(home, "python_jobs.tools.cluster", "up", "--port", str(port))
     assert proc.returncode == 1
     assert _output_lines(proc) == [
-        f"python -m python_jobs.cluster: error: port {port} on 127.0.0.1 is already in use: "
+        f"python -m python_jobs.tools.cluster: error: port {port} on 127.0.0.1 is already in use: "
         "set CLUSTER_PORT to another port (0 picks a free one)"
     ]
     assert elapsed < 10, elapsed
@@ -114,10 +114,10 @@ def test_cluster_up_on_a_port_in_use_fails_in_one_line_and_starts_nothing(
 
 def test_cluster_status_and_down_when_nothing_runs(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    status, _ = _run(home, "python_jobs.cluster", "status")
+    status, _ = _run(home, "python_jobs.tools.cluster", "status")
     assert status.returncode == 1
     assert status.stdout == f"not running ({home / 'cluster'}; running: nothing)\n"
-    down, _ = _run(home, "python_jobs.cluster", "down")
+    down, _ = _run(home, "python_jobs.tools.cluster", "down")
     assert down.returncode == 0
     assert down.stderr == f"cluster: no cluster running for {home / 'cluster'}\n"
     assert not home.exists()

@@ -1,6 +1,6 @@
 """The local Kafka broker, and the simulator's Kafka sink against it. No mocks.
 
-The broker is real (``python_jobs.kafka_broker``: Apache Kafka from Maven Central, KRaft,
+The broker is real (``python_jobs.tools.kafka_broker``: Apache Kafka from Maven Central, KRaft,
 on loopback). The sink is checked against the file sink: the same seed and chaos options
 must give, per topic, the same multiset of record values (tombstones as None) and, per
 key, the same order; and the same truth dir, byte for byte.
@@ -20,9 +20,15 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from python_jobs.kafka_broker import Broker, broker_status, create_topics, free_port, port_open
 from python_jobs.simulate import replay
 from python_jobs.simulate.kafka_sink import PARTITIONS, records
+from python_jobs.tools.kafka_broker import (
+    Broker,
+    broker_status,
+    create_topics,
+    free_port,
+    port_open,
+)
 from tests.helpers import run_simulator
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,9 +60,9 @@ Record = tuple[bytes | None, bytes | None]  # (key, value)
 
 
 def broker_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``python -m python_jobs.kafka_broker`` in its own LAKEHOUSE_HOME."""
+    """``python -m python_jobs.tools.kafka_broker`` in its own LAKEHOUSE_HOME."""
     return subprocess.run(
-        [sys.executable, "-m", "python_jobs.kafka_broker", *args],
+        [sys.executable, "-m", "python_jobs.tools.kafka_broker", *args],
         cwd=REPO,
         env={**os.environ, "LAKEHOUSE_HOME": str(home)},
         capture_output=True,

@@ -100,7 +100,7 @@ def _listing(home: Path) -> list[tuple[str, int]]:
     [
         ["python_jobs.run_dbt", "build"],
         ["python_jobs.run", "--skip-ingest"],
-        ["python_jobs.report"],
+        ["python_jobs.tools.report"],
     ],
     ids=["run_dbt", "run", "report"],
 )

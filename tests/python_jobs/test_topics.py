@@ -1,4 +1,4 @@
-"""The topic registry comes from dbt's Bronze source definitions."""
+"""The topic registry (topics.yml) and the dbt sources that declare its Bronze tables."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ from python_jobs.bronze import (
     batches_path,
     dead_letter_path,
 )
-from python_jobs.topics import SOURCES_FILE, load_topics
+from python_jobs.spark import REPO_ROOT
+from python_jobs.topics import load_topics
+
+SOURCE_FILES = sorted((REPO_ROOT / "models").glob("**/_*__sources.yml"))
 
 
 def test_registry_lists_the_contract_topics() -> None:
@@ -27,30 +30,67 @@ def test_registry_lists_the_contract_topics() -> None:
 
 
 @pytest.mark.parametrize(
-    ("meta", "message"),
+    ("entry", "message"),
     [
-        ("{topic: a.b, kind: cdc}", "lacks meta ['key']"),
-        ("{topic: a.b, kind: stream, key: [id]}", "has kind 'stream'"),
+        ("{topic: a.b, kind: cdc, table: a_b}", "topic 'a.b' lacks ['key']"),
+        ("{topic: a.b, kind: stream, key: [id], table: a_b}", "topic 'a.b' has kind 'stream'"),
+        ("{topic: a.b, kind: cdc, key: [id], table: dead_letter}", "cannot feed 'dead_letter'"),
+        (
+            "{topic: a.b, kind: cdc, key: [id], table: a_b}\n"
+            "  - {topic: a.c, kind: cdc, key: [id], table: a_b}",
+            "table declared twice: ['a_b']",
+        ),
     ],
 )
-def test_a_bad_declaration_fails_with_the_table_named(
-    tmp_path: Path, meta: str, message: str
+def test_a_bad_registry_entry_fails_with_the_topic_named(
+    tmp_path: Path, entry: str, message: str
 ) -> None:
-    sources = tmp_path / "_sources.yml"
-    sources.write_text(
-        "version: 2\nsources:\n  - name: bronze\n    tables:\n"
-        f"      - name: a_b\n        config:\n          meta: {meta}\n"
-    )
-    with pytest.raises(ValueError, match=r"bronze table 'a_b'") as err:
-        load_topics(sources)
+    registry = tmp_path / "topics.yml"
+    registry.write_text(f"topics:\n  - {entry}\n")
+    with pytest.raises(ValueError, match=str(registry)) as err:
+        load_topics(registry)
     assert message in str(err.value)
 
 
+def test_an_empty_registry_fails(tmp_path: Path) -> None:
+    registry = tmp_path / "topics.yml"
+    registry.write_text("topics: []\n")
+    with pytest.raises(ValueError, match="no topics declared"):
+        load_topics(registry)
+
+
+def _sources() -> list[dict]:
+    return [
+        source for path in SOURCE_FILES for source in yaml.safe_load(path.read_text())["sources"]
+    ]
+
+
+def _path_sources() -> list[dict]:
+    """The sources whose tables the ingestion job writes by path (meta.path_root)."""
+    return [s for s in _sources() if ((s.get("config") or {}).get("meta") or {}).get("path_root")]
+
+
+def test_every_topic_table_is_a_bronze_source_of_a_system_and_nothing_else_is() -> None:
+    declared = {
+        (source["schema"], table["name"])
+        for source in _path_sources()
+        for table in source["tables"]
+    }
+    expected = {("bronze", t.table) for t in load_topics()}
+    expected |= {("bronze", "dead_letter"), ("ops", "ingestion_batches")}
+    assert declared == expected
+    systems = {
+        source["name"]
+        for source in _path_sources()
+        if any(table["name"] in {t.table for t in load_topics()} for table in source["tables"])
+    }
+    assert systems == {"blog"}
+
+
 def _declared_columns() -> dict[str, list[str]]:
-    doc = yaml.safe_load(SOURCES_FILE.read_text())
     return {
         f"{source['schema']}.{table['name']}": [c["name"] for c in table.get("columns", [])]
-        for source in doc["sources"]
+        for source in _path_sources()
         for table in source["tables"]
     }
 
@@ -64,8 +104,7 @@ def test_dbt_sources_declare_exactly_the_columns_ingestion_writes() -> None:
 
 
 def test_dbt_registers_each_table_where_ingestion_writes_it(lakehouse_home: Path) -> None:
-    doc = yaml.safe_load(SOURCES_FILE.read_text())
-    roots = {s["schema"]: s["config"]["meta"]["path_root"] for s in doc["sources"]}
+    roots = {s["schema"]: s["config"]["meta"]["path_root"] for s in _path_sources()}
     registered = {
         f"{schema}.{t.table}": lakehouse_home / roots[schema] / t.table
         for schema in ("bronze",)

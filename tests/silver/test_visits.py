@@ -211,7 +211,7 @@ def test_a_backfill_of_a_window_gives_the_same_rows_again(rounds) -> None:
 def test_after_the_backfill_each_window_counts_once_and_the_totals_add_up(
     spark, dbt, rounds
 ) -> None:
-    from python_jobs.demo import rejected_by_filter, visits_totals
+    from python_jobs.tools.demo import rejected_by_filter, visits_totals
 
     dbt("run", "--select", "filter_stats_current")
     # ops.filter_stats keeps every run: round 2's window is there twice, so its sums

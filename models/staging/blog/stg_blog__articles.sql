@@ -1,7 +1,7 @@
 with
 
 source as (
-    select * from {{ source('bronze', 'blog_public_articles') }}
+    select * from {{ source('blog', 'blog_public_articles') }}
 ),
 
 row_images as (

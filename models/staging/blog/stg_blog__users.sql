@@ -1,7 +1,7 @@
 with
 
 source as (
-    select * from {{ source('bronze', 'blog_public_users') }}
+    select * from {{ source('blog', 'blog_public_users') }}
 ),
 
 row_images as (

@@ -1,7 +1,7 @@
 with
 
 source as (
-    select * from {{ source('bronze', 'blog_visits') }}
+    select * from {{ source('blog', 'blog_visits') }}
 ),
 
 parsed as (

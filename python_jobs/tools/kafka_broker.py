@@ -11,10 +11,10 @@ writes is under ``$LAKEHOUSE_HOME/kafka``::
     logs/              server.log (warnings and errors), broker.out (the JVM's output)
     tmp/               the JVM's temp dir
 
-    python -m python_jobs.kafka_broker up [--port N]   # prints the bootstrap servers
-    python -m python_jobs.kafka_broker status
-    python -m python_jobs.kafka_broker down
-    python -m python_jobs.kafka_broker resolve          # only fetch the jars
+    python -m python_jobs.tools.kafka_broker up [--port N]   # prints the bootstrap servers
+    python -m python_jobs.tools.kafka_broker status
+    python -m python_jobs.tools.kafka_broker down
+    python -m python_jobs.tools.kafka_broker resolve          # only fetch the jars
 
 Topics are never created automatically: :func:`create_topics` creates them.
 """
@@ -292,7 +292,7 @@ def _server_properties(port: int, controller_port: int, data: Path) -> str:
 
 def _log4j_properties(logs: Path) -> str:
     return (
-        "# Written by python_jobs.kafka_broker: warnings and errors only, into one file.\n"
+        "# Written by python_jobs.tools.kafka_broker: warnings and errors only, into one file.\n"
         "log4j.rootLogger=WARN, file\n"
         "log4j.appender.file=org.apache.log4j.RollingFileAppender\n"
         f"log4j.appender.file.File={logs / 'server.log'}\n"
@@ -585,7 +585,7 @@ def create_topics(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m python_jobs.kafka_broker",
+        prog="python -m python_jobs.tools.kafka_broker",
         description=(
             f"A single-node Apache Kafka {KAFKA_VERSION} broker (KRaft, broker and "
             "controller in one JVM) on 127.0.0.1, its state under $LAKEHOUSE_HOME/kafka. "

@@ -15,7 +15,7 @@ Writes ``$LAKEHOUSE_HOME/report/index.html`` (or ``--output DIR``): no scripts, 
 external CSS or fonts; every chart is an inline SVG drawn here. A table that does not
 exist yet, or holds nothing to chart, gives a panel saying "no data yet".
 
-    python -m python_jobs.report [--output DIR]
+    python -m python_jobs.tools.report [--output DIR]
 """
 
 from __future__ import annotations
@@ -285,11 +285,12 @@ def builds_chart(spark: SparkSession, now: datetime) -> Chart:
 
 
 def freshness_thresholds(sources_file: Path | None = None) -> list[tuple[str, float]]:
-    """The Bronze source's freshness `warn_after` and `error_after`, in hours."""
-    from python_jobs.topics import SOURCES_FILE
+    """The Bronze tables' freshness `warn_after` and `error_after`, in hours (those of
+    the blog system's source, which declares its topics' tables)."""
+    from python_jobs.topics import BLOG_SOURCES_FILE
 
-    doc = yaml.safe_load((sources_file or SOURCES_FILE).read_text())
-    source = next(s for s in doc["sources"] if s["name"] == "bronze")
+    doc = yaml.safe_load((sources_file or BLOG_SOURCES_FILE).read_text())
+    source = next(s for s in doc["sources"] if s["name"] == "blog")
     freshness = (source.get("config") or {}).get("freshness") or {}
     marks = []
     for level in ("warn_after", "error_after"):
@@ -715,7 +716,7 @@ def write_report(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m python_jobs.report", description=__doc__.split("\n")[0]
+        prog="python -m python_jobs.tools.report", description=__doc__.split("\n")[0]
     )
     parser.add_argument(
         "--output", type=Path, help="directory for index.html (default: $LAKEHOUSE_HOME/report)"

@@ -7,7 +7,7 @@ catalog-bound process is using; the ingestion job can still write Bronze by path
 the shared catalog (LAKEHOUSE_CATALOG, `make catalog-up`) it shares the catalog with
 every other process instead.
 
-    python -m python_jobs.thrift_server --port 10000
+    python -m python_jobs.tools.thrift_server --port 10000
     DBT_TARGET=cluster SPARK_THRIFT_PORT=10000 python -m python_jobs.run_dbt build
 """
 
@@ -46,7 +46,7 @@ def command(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m python_jobs.thrift_server",
+        prog="python -m python_jobs.tools.thrift_server",
         description="Start a Spark Thrift Server on loopback with the project's Spark and "
         "Delta settings, for the `cluster` dbt target. Runs until stopped.",
     )

@@ -27,9 +27,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from python_jobs import report, run_dbt
 from python_jobs import run as pipeline
+from python_jobs import run_dbt
 from python_jobs.spark import get_spark, paths
+from python_jobs.tools import report
 
 STEPS = 7
 HISTORIES = [  # (relation, key, is-current condition)
@@ -181,7 +182,7 @@ def _duration(seconds: float | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m python_jobs.demo", description=__doc__.split("\n")[0]
+        prog="python -m python_jobs.tools.demo", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--days", type=int, default=3, help="days simulated first (3)")
     parser.add_argument("--more-days", type=int, default=2, help="days simulated next (2)")

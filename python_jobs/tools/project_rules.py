@@ -354,16 +354,19 @@ def naming(manifest: Manifest) -> list[str]:
     return sorted(violations)
 
 
-# The tables the project's macros write (run log, filter stats, quality metrics): not a
-# source system, so not under staging.
+# Infrastructure: the tables the project's macros write (run log, filter stats, quality
+# metrics) and the ingestion job's own (dead letters, batch log). Not a source system,
+# so not under staging.
 OPS_SOURCES = PurePosixPath("models/ops/_ops__sources.yml")
 
 
 def one_yaml_per_model(manifest: Manifest) -> list[str]:
     """Each model and snapshot has its own properties file `<name>.yml` beside its SQL,
     and no YAML file describes two of them. Sources live in
-    `models/staging/<source>/_<source>__sources.yml`, except the run metadata that the
-    project's own macros write, declared in `models/ops/_ops__sources.yml`; exposures in
+    `models/staging/<source>/_<source>__sources.yml`, named for their system (source
+    `blog` in `models/staging/blog/`), except infrastructure (the run metadata that the
+    project's macros write, the ingestion job's own tables), declared in
+    `models/ops/_ops__sources.yml`; exposures in
     `models/<folder>/_<folder>__exposures.yml`, macro properties in
     `macros/<folder>/_<folder>__macros.yml` of the macro's folder."""
     violations = []
@@ -389,14 +392,20 @@ def one_yaml_per_model(manifest: Manifest) -> list[str]:
     for source in _own(manifest["sources"]):
         path = PurePosixPath(source["original_file_path"])
         folder = path.parent.name
-        if path == OPS_SOURCES and source["source_name"] == "ops":
+        where = f"source {source['source_name']}.{source['name']} ({path})"
+        if path == OPS_SOURCES:
             continue
         if path.parent.parent != PurePosixPath("models/staging") or (
             path.name != f"_{folder}__sources.yml"
         ):
             violations.append(
-                f"source {source['source_name']}.{source['name']} ({path}): sources live in "
-                "models/staging/<source>/_<source>__sources.yml: move it"
+                f"{where}: sources live in models/staging/<source>/_<source>__sources.yml "
+                "(infrastructure in models/ops/_ops__sources.yml): move it"
+            )
+        elif source["source_name"] != folder:
+            violations.append(
+                f"{where}: a source is named for its system, the folder it lives in: "
+                f"name it '{folder}'"
             )
     for exposure in _own(manifest.get("exposures", {})):
         path = PurePosixPath(exposure["original_file_path"])

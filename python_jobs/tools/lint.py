@@ -6,7 +6,7 @@ dbt-spark would start a bare session with default settings and write a Derby cat
 into the working directory). Linting only compiles, so the session is catalog-free:
 it never touches, or waits for, the lakehouse's catalog.
 
-    python -m python_jobs.lint [sqlfluff lint arguments]   # default: models snapshots tests
+    python -m python_jobs.tools.lint [sqlfluff lint arguments]   # default: models snapshots tests
 """
 
 from __future__ import annotations

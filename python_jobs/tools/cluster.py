@@ -15,9 +15,9 @@ applications is in ``python_jobs/spark.py``; everything these processes write is
     tmp/          the daemons' temp dir (java.io.tmpdir)
     conf/         an empty SPARK_CONF_DIR (nothing outside the project configures them)
 
-    python -m python_jobs.cluster up       # prints the master URL and thrift host:port
-    python -m python_jobs.cluster status   # exit 1 if not (all) running
-    python -m python_jobs.cluster down      # stops everything (nothing to do if down)
+    python -m python_jobs.tools.cluster up       # prints the master URL and thrift host:port
+    python -m python_jobs.tools.cluster status   # exit 1 if not (all) running
+    python -m python_jobs.tools.cluster down      # stops everything (nothing to do if down)
 
 Ports, each also an option of `up` (0 picks a free port): CLUSTER_PORT (master, 7077),
 CLUSTER_UI_PORT (master web UI, 8080), THRIFT_PORT (10000), THRIFT_UI_PORT (the Thrift
@@ -45,13 +45,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from python_jobs import preflight, thrift_server
+from python_jobs import preflight
 from python_jobs.spark import (
     cluster_daemon_java_options,
     ensure_directories,
     launcher_environment,
     paths,
 )
+from python_jobs.tools import thrift_server
 
 log = logging.getLogger("cluster")
 
@@ -465,7 +466,7 @@ def stop_cluster() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m python_jobs.cluster",
+        prog="python -m python_jobs.tools.cluster",
         description=(
             f"A Spark standalone cluster on {HOST}: a master, {WORKERS} workers of "
             f"{WORKER_CORES} core each, and a Spark Thrift Server running on it (the "

@@ -30,11 +30,12 @@ PYTEST_ARGS ?=
 RUN_ARGS ?=
 MAINTAIN_ARGS ?=
 
-.PHONY: help setup java chromium demo test lint ingest build run maintain docs report simulate bench clean kafka-up kafka-down catalog-up catalog-down postgresql cluster-up cluster-down
+.PHONY: help setup java chromium demo test test-fast lint ingest build run maintain docs report simulate bench clean kafka-up kafka-down catalog-up catalog-down postgresql cluster-up cluster-down
 
 help:
 	@echo "make demo     simulate a workload, ingest it, build everything, print a summary"
 	@echo "make test     the whole test suite (ruff, sqlfluff, pytest incl. dbt builds)"
+	@echo "make test-fast the fast tier: lint, project rules and docs, pure-Python tests, compile checks"
 	@echo "make ingest   ingest the landing zone into Bronze once (available now)"
 	@echo "make build    dbt build over the whole project (extra args: DBT_ARGS=...)"
 	@echo "make run      the production run: ingest, snapshot new loads, dbt build (RUN_ARGS=...)"
@@ -175,6 +176,11 @@ lint: setup
 # LAKEHOUSE_HOME and Spark session (tests/conftest.py). PYTEST_ARGS="-n 0" runs serially.
 test: setup chromium postgresql lint
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+
+# The fast tier (docs/testing.md#tiers): the tests marked `fast` (tests/tiers.py lists
+# their files), the same two workers; `make test` still runs every test.
+test-fast: setup lint
+	$(PY) -m pytest -n 2 --dist loadfile -m fast $(PYTEST_ARGS)
 
 clean:
 	@test ! -d "$(LAKEHOUSE_HOME)/catalog/postgresql" || $(PY) -m python_jobs.catalog down

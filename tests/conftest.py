@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiers import FAST_TEST_FILES
+
 pytest_plugins = ["tests.kafka_fixture"]
 
 # Fixed before anything imports python_jobs.spark's consumers: the suite's own home.
@@ -35,6 +37,14 @@ for _var in (
 # Test data is small, and two workers (make test) each run a driver beside the jobs
 # and servers their tests start: a smaller heap than the 6g default leaves room.
 os.environ.setdefault("SPARK_DRIVER_MEMORY", "3g")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the fast tier's tests `fast` (tests/tiers.py lists its files)."""
+    root = Path(str(config.rootpath))
+    for item in items:
+        if item.path.relative_to(root).as_posix() in FAST_TEST_FILES:
+            item.add_marker(pytest.mark.fast)
 
 
 @pytest.fixture(scope="session")

@@ -30,11 +30,12 @@ PYTEST_ARGS ?=
 RUN_ARGS ?=
 MAINTAIN_ARGS ?=
 
-.PHONY: help setup java chromium demo test test-fast lint ingest build run maintain docs report simulate bench clean kafka-up kafka-down catalog-up catalog-down postgresql cluster-up cluster-down
+.PHONY: help setup java chromium demo test test-fast lint pr-check ingest build run maintain docs report simulate bench clean kafka-up kafka-down catalog-up catalog-down postgresql cluster-up cluster-down
 
 help:
 	@echo "make demo     simulate a workload, ingest it, build everything, print a summary"
 	@echo "make test     the whole test suite (ruff, sqlfluff, pytest incl. dbt builds)"
+	@echo "make pr-check a pull request's SQL: lint what changed since BASE, build state:modified+ under a prefix (BASE=origin/main, STATE=dir, PREFIX=pr_x)"
 	@echo "make test-fast the fast tier: lint, project rules and docs, pure-Python tests, compile checks"
 	@echo "make ingest   ingest the landing zone into Bronze once (available now)"
 	@echo "make build    dbt build over the whole project (extra args: DBT_ARGS=...)"
@@ -171,6 +172,13 @@ cluster-down: setup
 lint: setup
 	$(VENV)/bin/ruff check python_jobs tests bench
 	$(PY) -m python_jobs.tools.lint
+
+# A pull request's check (docs/reviewing.md): sqlfluff on the SQL changed since BASE, then
+# dbt build --select state:modified+ --defer against production's artifacts (BASE parsed
+# for the local target, or STATE=<dir>) under the schema prefix PREFIX (pr_<short sha>).
+BASE ?= $(shell git rev-parse --verify -q origin/main >/dev/null && echo origin/main || echo main)
+pr-check: setup
+	$(PY) -m python_jobs.tools.pr_check --base "$(BASE)" $(if $(STATE),--state "$(STATE)") $(if $(PREFIX),--prefix "$(PREFIX)")
 
 # Two workers, whole files each (a file's fixtures build once); each worker has its own
 # LAKEHOUSE_HOME and Spark session (tests/conftest.py). PYTEST_ARGS="-n 0" runs serially.

@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.bootstrap_servers is not None and args.sink != "kafka":
         parser.error("--bootstrap-servers applies to --sink kafka only")
     if args.sink == "kafka" and not args.bootstrap_servers:
-        from python_jobs.kafka_broker import broker_status
+        from python_jobs.tools.kafka_broker import broker_status
 
         broker = broker_status()
         if broker is None:

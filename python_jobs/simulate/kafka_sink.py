@@ -32,10 +32,10 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from python_jobs.kafka_broker import BrokerError, create_topics
 from python_jobs.simulate.debezium import dumps
 from python_jobs.simulate.model import ARTICLES, USERS
 from python_jobs.simulate.writer import LandingWriter, SinkError, topic_file_name
+from python_jobs.tools.kafka_broker import BrokerError, create_topics
 
 PARTITIONS = 3
 VISITS_TOPIC = "blog.visits"
@@ -111,7 +111,7 @@ def check_reachable(bootstrap: str) -> None:
             continue
     raise KafkaSinkError(
         f"no Kafka broker accepts connections at {bootstrap} "
-        "(start one with `make kafka-up` or `python -m python_jobs.kafka_broker up`)"
+        "(start one with `make kafka-up` or `python -m python_jobs.tools.kafka_broker up`)"
     )
 
 

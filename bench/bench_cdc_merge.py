@@ -280,8 +280,13 @@ def describe_batch(frame) -> tuple[int, str]:
 
 
 def append(spark, table: str, frame) -> None:
+    """Appends a batch in one commit; a new input table gets row tracking, as Bronze
+    has: the models' window is the rows' commit version."""
     frame = frame.drop("row", "k", "kind")
+    new = not spark.catalog.tableExists(table)
     frame.write.format("delta").mode("append").saveAsTable(table)
+    if new:
+        spark.sql(f"alter table {table} set tblproperties ('delta.enableRowTracking' = 'true')")
 
 
 def check(spark, input_table: str, table: str, rows_too: bool) -> tuple[int, int, int]:
@@ -309,7 +314,7 @@ def run_part(spark, target: Path, args: argparse.Namespace, scale: int, part: Pa
     try:
         started = time.monotonic()
         snapshot = snapshot_rows(spark, keys).drop("row", "k", "kind")
-        snapshot.write.format("delta").saveAsTable(input_table)
+        append(spark, input_table, snapshot)
         print(f"{label} snapshot: {keys:,} 'r' rows written in {time.monotonic() - started:.1f} s")
         for model in models:
             part.load[model] = run_model(target, scale, model)

@@ -57,7 +57,16 @@ STATS_COLUMNS = (
     "_ingested_at,_batch_id,_topic,_partition,_offset,_source_file,_line_number,"
     "op,source_committed_at,source_lsn"
 )
-BRONZE_PROPERTIES = {**TABLE_PROPERTIES, "delta.dataSkippingStatsColumns": STATS_COLUMNS}
+# Row tracking gives every Bronze row the version of the commit that wrote it
+# (`_metadata.row_commit_version`, kept through OPTIMIZE): the staging models select it
+# as `_bronze_version`, and the windowed materializations read the rows committed since
+# the last commit a table absorbed (macros/windows), whatever the writers' clocks say.
+ROW_TRACKING = {"delta.enableRowTracking": "true"}
+BRONZE_PROPERTIES = {
+    **TABLE_PROPERTIES,
+    **ROW_TRACKING,
+    "delta.dataSkippingStatsColumns": STATS_COLUMNS,
+}
 DEAD_LETTER_PROPERTIES = {
     **TABLE_PROPERTIES,
     "delta.dataSkippingStatsColumns": "_error_reason,_ingested_at,_batch_id,_topic",
@@ -652,11 +661,20 @@ def ensure_delta_table(
             if not DeltaTable.isDeltaTable(spark, path):
                 raise
         return
-    existing = set(DeltaTable.forPath(spark, path).toDF().columns)
+    table = DeltaTable.forPath(spark, path)
+    existing = set(table.toDF().columns)
     missing = [f for f in schema.fields if f.name not in existing]
     if missing:
         columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
         spark.sql(f"alter table delta.`{path}` add columns ({columns})")
+    # A table made before row tracking was on gets it (its rows then carry the version
+    # of the commit that enables it).
+    wanted = {k: v for k, v in (properties or {}).items() if k in ROW_TRACKING}
+    current = table.detail().select("properties").first()["properties"]
+    changed = {k: v for k, v in wanted.items() if current.get(k) != v}
+    if changed:
+        assignments = ", ".join(f"'{k}' = '{v}'" for k, v in changed.items())
+        spark.sql(f"alter table delta.`{path}` set tblproperties ({assignments})")
 
 
 def dead_letter_path() -> str:

@@ -48,10 +48,6 @@ from python_jobs.topics import Topic, load_topics
 log = logging.getLogger("ingest")
 
 SOURCES = ("files", "kafka")
-# Fault injection for the crash tests: `<point>:<marker file>`. When the writer reaches
-# the point it creates the marker and waits to be killed.
-FAULT_ENV = "LAKEHOUSE_INGEST_FAULT"
-FAULT_POINTS = ("after_bronze_write", "after_batch_log")
 
 
 @dataclass(frozen=True)
@@ -188,17 +184,6 @@ def _query_id(checkpoint: Path) -> str:
     return json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"]
 
 
-def _fault_point(name: str) -> None:
-    spec = os.environ.get(FAULT_ENV, "")
-    point, _, marker = spec.partition(":")
-    if point != name:
-        return
-    Path(marker).touch()
-    log.warning("fault point %s reached: waiting to be killed", name)
-    while True:
-        time.sleep(60)
-
-
 def _append(rows: DataFrame, path: str, app_id: str, version: int, partitioned: bool) -> None:
     writer = (
         rows.write.format("delta")
@@ -268,13 +253,11 @@ class BatchWriter:
             _append(bronze.bronze_rows(records), path, app_id, batch_id, partitioned=True)
             if counts is None:
                 counts = bronze.observed_counts(observation.get)
-            _fault_point("after_bronze_write")
             if counts["dead_letters"]:
                 # Rare: the batch is read and parsed again rather than cached for them.
                 dead = bronze.dead_letter_rows(records)
                 _append(dead, bronze.dead_letter_path(), app_id, batch_id, partitioned=True)
             self._log_batch(counts, batch_id, started, time.monotonic() - clock)
-            _fault_point("after_batch_log")
         finally:
             if count_first:
                 records.unpersist()

@@ -9,6 +9,7 @@ dbt use. dbt runs in-process (`dbtRunner`) on that session, so no test pays a JV
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -114,3 +115,29 @@ def simulate() -> Callable[..., Path]:
         return truth
 
     return run
+
+
+@pytest.fixture()
+def fail_statement(monkeypatch) -> Callable[[str, str], Callable[[], None]]:
+    """Test-only fault injection into in-process dbt (nothing in the project's macros):
+    `disarm = fail_statement(pattern, message)` makes the first SQL statement dbt sends
+    to Spark that matches `pattern` (a regex, searched anywhere: dbt puts a query
+    comment first) fail, and every matching one after it, with "injected fault
+    <message>", before it runs; so a run dies between two writes.
+    `disarm()` (or the end of the test) restores dbt's own execution."""
+    from dbt.adapters.spark.session import SessionConnectionWrapper
+
+    original = SessionConnectionWrapper.execute
+
+    def arm(pattern: str, message: str) -> Callable[[], None]:
+        compiled = re.compile(pattern, re.IGNORECASE | re.DOTALL)
+
+        def execute(self, sql: str, bindings=None):
+            if compiled.search(sql):
+                raise RuntimeError(f"injected fault {message}")
+            return original(self, sql, bindings)
+
+        monkeypatch.setattr(SessionConnectionWrapper, "execute", execute)
+        return lambda: monkeypatch.setattr(SessionConnectionWrapper, "execute", original)
+
+    return arm

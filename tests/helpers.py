@@ -89,6 +89,19 @@ def ingested_records(spark, topic: str, table: str) -> list[tuple[str, int, str]
     return sorted(bronze_records(spark, table) + dead_letter_records(spark, topic))
 
 
+def append_with_commit_versions(frame, table: str, merge_schema: bool = False) -> None:
+    """Appends `frame` to the Delta table `table` in one commit, creating it with row
+    tracking on (as Bronze tables are), so that models over it can read each row's
+    commit version (`_metadata.row_commit_version`) like staging models read Bronze's."""
+    spark = frame.sparkSession
+    exists = spark.catalog.tableExists(table)
+    frame.write.format("delta").mode("append").option(
+        "mergeSchema", str(merge_schema).lower()
+    ).saveAsTable(table)
+    if not exists:
+        spark.sql(f"alter table {table} set tblproperties ('delta.enableRowTracking' = 'true')")
+
+
 def append_to_bronze(spark, topic_name: str, file_name: str, lines, ingested_at, batch: int):
     """Appends `lines` to a topic's Bronze table as the ingestion job would (the same
     classification and decoration, so bad lines become rows it would dead-letter), as

@@ -57,7 +57,7 @@
             ~ sequence),
         (store, carried ~ ", " ~ sequence ~ ", _cdc_is_delete boolean not null, "
             ~ "_cdc_is_truncate boolean not null, _cdc_changed_at timestamp not null, "
-            ~ "_cdc_window_value timestamp, _cdc_tiebreak string not null"),
+            ~ "_cdc_window_value bigint, _cdc_tiebreak string not null"),
         (quarantine, _cdc_quarantine_definition()),
     ]) -%}
 {%- endmacro %}

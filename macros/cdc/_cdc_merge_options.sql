@@ -2,33 +2,24 @@
 
 {#-
     The model's cdc_merge (or cdc_history: `kind`) configuration, validated, with
-    defaults filled in. `label` names the materialization and model in errors.
+    defaults filled in: the shared window options plus keys, sequence and deletes.
 -#}
 {% macro _cdc_merge_options(model, config, kind='cdc_merge') -%}
-    {%- set name = kind ~ " (model " ~ model.schema ~ '.' ~ model.alias ~ ")" -%}
-    {%- set options = {
-        'model': model.schema ~ '.' ~ model.alias,
-        'label': name,
+    {%- set op = config.get('op_column', 'op') -%}
+    {%- set options = _window_options(model, config, kind, [op]) -%}
+    {%- set name = options.label -%}
+    {%- do options.update({
         'unique_key': _cdc_as_list(config.get('unique_key'), 'unique_key', name),
         'sequence_by': _cdc_as_list(config.get('sequence_by'), 'sequence_by', name),
-        'op_column': config.get('op_column', 'op'),
+        'op_column': op,
         'delete_mode': config.get('delete_mode', 'hard'),
-        'window_column': config.get('window_column', '_ingested_at'),
         'soft_delete_column': config.get('soft_delete_column', '_is_deleted'),
-    } -%}
-    {%- set op = options.op_column -%}
-    {%- do options.update({
         'delete_condition': config.get('delete_condition', op ~ " = 'd'"),
         'truncate_condition': config.get('truncate_condition', op ~ " = 't'"),
-        'exclude_columns': config.get('exclude_columns', [op]),
     }) -%}
     {%- if options.delete_mode not in ('hard', 'soft') -%}
         {{ _cdc_config_error(name, "delete_mode must be 'hard' or 'soft', got '"
             ~ options.delete_mode ~ "'") }}
-    {%- endif -%}
-    {%- if options.exclude_columns is string -%}
-        {{ _cdc_config_error(name, "exclude_columns must be a list of column names, got '"
-            ~ options.exclude_columns ~ "'") }}
     {%- endif -%}
     {%- for key in options.unique_key if key in options.exclude_columns -%}
         {{ _cdc_config_error(name, "key column '" ~ key ~ "' is in exclude_columns") }}
@@ -82,6 +73,13 @@
         {{ _cdc_config_error(name, "column '" ~ column ~ "' is not in the model's output ("
             ~ names | join(', ') ~ ")") }}
     {%- endfor -%}
+    {%- set window_type = all_columns[names.index(options.window_column | lower)].type -%}
+    {%- if window_type not in ('bigint', 'int') -%}
+        {{ _cdc_config_error(name, "window_column '" ~ options.window_column ~ "' is "
+            ~ window_type ~ ": a window is a range of the input's commit versions, a bigint "
+            ~ "(select `_metadata.row_commit_version as _bronze_version` from the Delta "
+            ~ "source in the staging model)") }}
+    {%- endif -%}
     {%- set reserved = options.get('reserved', []) | map('lower') | list -%}
     {%- if options.delete_mode == 'soft' -%}
         {%- do reserved.append(options.soft_delete_column | lower) -%}

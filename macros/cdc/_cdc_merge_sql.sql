@@ -40,7 +40,7 @@
 
 {% macro _cdc_quarantine_definition() -%}
     {{ return("reason string not null, record string not null, "
-        ~ "window_value timestamp, execution_time timestamp not null, "
+        ~ "window_value bigint, execution_time timestamp not null, "
         ~ "invocation_id string not null, quarantined_at timestamp not null") }}
 {%- endmacro %}
 

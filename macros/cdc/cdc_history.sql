@@ -9,12 +9,12 @@
             valid_from='_source_committed_at',
         ) }}
         select user_id, email, plan, op, _source_lsn, _source_file, _line_number,
-            _source_committed_at, _ingested_at
+            _source_committed_at, _bronze_version
         from {{ ref('stg_blog__users') }}
 
     Every change is kept in `<model>__changes` (typed, one row per change event); each
-    run appends the rows ingested since the last run (the same windows and run log as
-    `cdc_merge`), then recomputes the whole history of the keys the window touched from
+    run appends the rows committed to its input since the last run (the same windows
+    and run log as `cdc_merge`, macros/windows), then recomputes the whole history of the keys the window touched from
     their changes, in `sequence_by` order, and merges only the versions that differ.
     So a late change is placed where its sequence falls, a re-run or backfill of any
     window replaces that window's changes and gives the same history, and a full
@@ -24,35 +24,33 @@
 {% materialization cdc_history, adapter='spark' -%}
     {%- set options = _cdc_history_options(model, config) -%}
     {%- set target = this.incorporate(type='table') -%}
-    {%- set store = _cdc_side_relation('__changes') -%}
-    {%- set quarantine = _cdc_side_relation('__quarantine') -%}
-    {%- set state = _cdc_merge_state_relation() -%}
+    {%- set store = _window_side_relation('__changes') -%}
+    {%- set quarantine = _window_side_relation('__quarantine') -%}
     {%- set changes = this.identifier ~ '__cdc_changes' -%}
     {%- set batch = this.identifier ~ '__cdc_batch' -%}
     {%- set touched = this.identifier ~ '__cdc_touched' -%}
     {%- set versions = this.identifier ~ '__cdc_versions' -%}
     {%- set diff = this.identifier ~ '__cdc_diff' -%}
-    {%- set model_name = target.schema ~ '.' ~ target.identifier -%}
 
     {{ run_hooks(pre_hooks) }}
 
-    {%- set prepared = _cdc_merge_prepare(changes, sql, options, state) -%}
+    {%- set prepared = _window_prepare(changes, sql, options, quarantine) -%}
     {%- set columns = prepared.columns -%}
     {%- do columns.update({'tracked': _cdc_history_tracked(columns, options)}) -%}
-    {%- set fresh = prepared.fresh -%}
+    {%- set log = prepared.log -%}
     {%- set execution_time = prepared.execution_time -%}
 
-    {%- if fresh -%}
+    {%- if prepared.fresh -%}
         {%- do _cdc_history_create(target, store, quarantine, changes, columns, options) -%}
     {%- endif -%}
     {#- No restore: the history is a function of the change store, and a crashed or
         re-run window replaces its own rows there. -#}
-    {%- set plan = _cdc_merge_plan(state, model_name, execution_time, fresh, 'cdc_history') -%}
+    {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
     {%- do plan.update({'restore': none}) -%}
     {%- do _cdc_merge_add_columns([target, store], changes, columns, options) -%}
 
-    {%- set run = _cdc_merge_begin(state, model_name, execution_time, plan, changes,
-        options, target, store) -%}
+    {%- set run = _window_begin(log, options, execution_time, plan, changes, target,
+        store) -%}
     {%- set window = run.window -%}
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
     {%- if not window.is_empty -%}
@@ -64,11 +62,6 @@
         {%- do _cdc_cache(touched, _cdc_history_touched_sql(
             store, batch, columns, store_window, summary.truncates > 0)) -%}
         {%- do run_query(_cdc_history_store_sql(store, batch, store_window)) -%}
-        {#- Fault injection for the crash tests: fail between the two writes. -#}
-        {%- if env_var('LAKEHOUSE_CDC_MERGE_FAULT', '') == 'after_change_store' -%}
-            {{ exceptions.raise_compiler_error(
-                "cdc_history: injected fault after the append to " ~ store) }}
-        {%- endif -%}
         {%- set truncates = summary.truncates > 0 or _cdc_history_has_truncates(store) -%}
         {%- do _cdc_cache(versions, _cdc_history_versions_sql(store, touched, columns, truncates)) -%}
         {%- do _cdc_cache(diff, _cdc_history_diff_sql(target, versions, touched, columns)) -%}
@@ -81,8 +74,8 @@
         {%- endfor -%}
     {%- endif -%}
 
-    {%- do _cdc_merge_end(state, model_name, execution_time, plan, run, target, store,
-        counts, changes) -%}
+    {%- do _window_end(log, options, execution_time, plan, run, target, store, counts,
+        changes) -%}
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target]}) }}
 {%- endmaterialization %}

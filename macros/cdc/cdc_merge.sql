@@ -7,42 +7,41 @@
             unique_key=['user_id'],
             sequence_by=['_source_lsn', '_source_file', '_line_number'],
         ) }}
-        select user_id, email, op, _source_lsn, _source_file, _line_number, _ingested_at
+        select user_id, email, op, _source_lsn, _source_file, _line_number, _bronze_version
         from {{ ref('stg_blog__users') }}
 
-    Each run merges only the rows ingested since the last run (`window_column`, a
-    recorded high-water mark) and records, per `execution_time`, the window it merged
-    and the Delta versions before and after it in `ops.cdc_merge_runs`. Re-running an
-    execution time that already ran restores the table (and its tombstones) to the
-    version it had before that window, then merges the window again: the Stateful
-    Merger. Semantics and configuration: macros/cdc/_cdc__macros.yml and docs/materializations.md.
+    Each run merges only the rows committed to its input since the last run (the
+    window, on `window_column`: the Bronze commit version `_bronze_version`) and
+    records, per `execution_time`, the window it merged and the Delta versions before
+    and after it in `ops.window_runs` (macros/windows). Re-running an execution time
+    that already ran restores the table (and its tombstones) to the version it had
+    before that window, then merges the window again: the Stateful Merger. Semantics
+    and configuration: macros/cdc/_cdc__macros.yml and docs/materializations.md.
 -#}
 {% materialization cdc_merge, adapter='spark' -%}
     {%- set options = _cdc_merge_options(model, config) -%}
     {%- set target = this.incorporate(type='table') -%}
-    {%- set tombstones = _cdc_side_relation('__tombstones') -%}
-    {%- set quarantine = _cdc_side_relation('__quarantine') -%}
-    {%- set state = _cdc_merge_state_relation() -%}
+    {%- set tombstones = _window_side_relation('__tombstones') -%}
+    {%- set quarantine = _window_side_relation('__quarantine') -%}
     {%- set changes = this.identifier ~ '__cdc_changes' -%}
     {%- set batch = this.identifier ~ '__cdc_batch' -%}
-    {%- set model_name = target.schema ~ '.' ~ target.identifier -%}
 
     {{ run_hooks(pre_hooks) }}
 
-    {%- set prepared = _cdc_merge_prepare(changes, sql, options, state) -%}
+    {%- set prepared = _window_prepare(changes, sql, options, quarantine) -%}
     {%- set columns = prepared.columns -%}
-    {%- set fresh = prepared.fresh -%}
+    {%- set log = prepared.log -%}
     {%- set execution_time = prepared.execution_time -%}
 
-    {%- if fresh -%}
+    {%- if prepared.fresh -%}
         {%- do _cdc_merge_create(target, tombstones, quarantine, changes, columns, options) -%}
     {%- endif -%}
-    {%- set plan = _cdc_merge_plan(state, model_name, execution_time, fresh) -%}
-    {%- do _cdc_merge_apply_restore(target, tombstones, plan) -%}
+    {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
+    {%- do _window_restore(target, tombstones, plan, options) -%}
     {%- do _cdc_merge_add_columns([target], changes, columns, options) -%}
 
-    {%- set run = _cdc_merge_begin(state, model_name, execution_time, plan, changes,
-        options, target, tombstones) -%}
+    {%- set run = _window_begin(log, options, execution_time, plan, changes, target,
+        tombstones) -%}
     {%- set window = run.window -%}
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
     {%- if not window.is_empty -%}
@@ -55,19 +54,14 @@
         {%- call statement('main') -%}
             {{ _cdc_merge_target_sql(target, tombstones, batch, columns, options) }}
         {%- endcall -%}
-        {#- Fault injection for the crash tests: fail between the two writes. -#}
-        {%- if env_var('LAKEHOUSE_CDC_MERGE_FAULT', '') == 'after_target_merge' -%}
-            {{ exceptions.raise_compiler_error(
-                "cdc_merge: injected fault after the merge into " ~ target) }}
-        {%- endif -%}
         {%- if summary.truncates > 0 or (summary.deletes > 0 and options.delete_mode == 'hard') -%}
             {%- do run_query(_cdc_merge_tombstones_sql(tombstones, batch, columns, options)) -%}
         {%- endif -%}
         {%- do _cdc_uncache(batch) -%}
     {%- endif -%}
 
-    {%- do _cdc_merge_end(state, model_name, execution_time, plan, run, target, tombstones,
-        counts, changes) -%}
+    {%- do _window_end(log, options, execution_time, plan, run, target, tombstones, counts,
+        changes) -%}
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target]}) }}
 {%- endmaterialization %}

@@ -9,18 +9,30 @@
     (`rejected_rows`: rows whose first failing filter this is), then the filter's
     position, `kind` (`filter`, or `deduplicate` for the duplicates removed),
     `failed_rows` (rows failing this filter, whatever failed before it), the relation
-    and the run's execution time and window.
+    and the run's execution time and window (the input's commit versions). Given a
+    model's `options`, a table from an earlier version of the project (windows on
+    ingestion time) is refused with the fix.
 -#}
-{% macro _filter_stats_ensure() -%}
+{% macro _filter_stats_ensure(options=none) -%}
+    {%- set relation = _filter_stats_relation() -%}
     {%- do run_query(
-        "create table if not exists " ~ _filter_stats_relation() ~ " ("
+        "create table if not exists " ~ relation ~ " ("
         ~ "invocation_id string not null, run_started_at timestamp not null, "
         ~ "model string not null, filter_name string not null, rejected_rows bigint not null, "
         ~ "total_rows bigint not null, filter_position int not null, kind string not null, "
         ~ "failed_rows bigint not null, relation string not null, "
-        ~ "execution_time timestamp not null, window_start timestamp, window_end timestamp, "
+        ~ "execution_time timestamp not null, window_start bigint, window_end bigint, "
         ~ "recorded_at timestamp not null) using delta"
     ) -%}
+    {%- if options is not none -%}
+        {%- for column in _cdc_describe(relation)
+                if column.name == 'window_start' and column.type != 'bigint' -%}
+            {{ _cdc_config_error(options.label, relation ~ " has windows on ingestion time "
+                ~ "(window_start " ~ column.type ~ "), from an earlier version of the "
+                ~ "project; windows are now Bronze commit versions: drop " ~ relation
+                ~ " and rebuild the filtered models once with --full-refresh") }}
+        {%- endfor -%}
+    {%- endif -%}
 {%- endmacro %}
 
 {#- Appends a run's statistics: `rows` is a list of
@@ -33,7 +45,7 @@
             ~ "', '" ~ row.name ~ "', " ~ row.rejected ~ ", " ~ row.total ~ ", "
             ~ row.position ~ ", '" ~ row.kind ~ "', " ~ row.failed ~ ", '" ~ this.schema
             ~ "." ~ this.identifier ~ "', timestamp'" ~ execution_time ~ "', "
-            ~ _cdc_sql_timestamp(window.start) ~ ", " ~ _cdc_sql_timestamp(window.end)
+            ~ _window_sql_point(window.start) ~ ", " ~ _window_sql_point(window.end)
             ~ ", current_timestamp())") -%}
     {%- endfor -%}
     {%- do run_query("insert into " ~ _filter_stats_relation() ~ " values "
@@ -60,7 +72,7 @@
 
 {% macro _filter_quarantine_definition() -%}
     {{ return("reason string not null, failed_filters array<string>, record string not null, "
-        ~ "window_value timestamp, execution_time timestamp not null, "
+        ~ "window_value bigint, execution_time timestamp not null, "
         ~ "invocation_id string not null, quarantined_at timestamp not null") }}
 {%- endmacro %}
 

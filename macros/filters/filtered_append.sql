@@ -7,13 +7,14 @@
             filters=[{'name': 'missing_page', 'condition': "coalesce(trim(page), '') != ''"}],
             filter_mode='all',
             unique_key=['visit_id'],
-            dedup_order_by=['_ingested_at', '_source_file', '_line_number'],
+            dedup_order_by=['_bronze_version', '_source_file', '_line_number'],
         ) }}
-        select visit_id, page, _ingested_at, _source_file, _line_number
+        select visit_id, page, _bronze_version, _source_file, _line_number
         from {{ ref('stg_blog__visits') }}
 
-    Each run reads the model's rows ingested since the last run (`window_column`, a
-    recorded high-water mark in `ops.cdc_merge_runs`, as for `cdc_merge`), labels them
+    Each run reads the model's rows committed to its input since the last run (the
+    window on `window_column`, the Bronze commit version, recorded in `ops.window_runs`
+    as for `cdc_merge`: macros/windows), labels them
     once with `filter_interceptor` (cached), and from that one computation:
     - appends the rows that pass every filter (with `unique_key`: one per key, the
       first by `dedup_order_by`, and only keys not in the table yet: duplicates within
@@ -29,31 +30,29 @@
 {% materialization filtered_append, adapter='spark' -%}
     {%- set options = _filtered_append_options(model, config) -%}
     {%- set target = this.incorporate(type='table') -%}
-    {%- set quarantine = _cdc_side_relation('__quarantine') -%}
-    {%- set state = _cdc_merge_state_relation() -%}
+    {%- set quarantine = _window_side_relation('__quarantine') -%}
     {%- set changes = this.identifier ~ '__filter_input' -%}
     {%- set batch = this.identifier ~ '__filter_batch' -%}
-    {%- set model_name = target.schema ~ '.' ~ target.identifier -%}
 
     {{ run_hooks(pre_hooks) }}
 
-    {%- set prepared = _cdc_merge_prepare(changes, sql, options, state) -%}
+    {%- set prepared = _window_prepare(changes, sql, options, quarantine) -%}
     {%- set columns = prepared.columns -%}
+    {%- set log = prepared.log -%}
     {%- set execution_time = prepared.execution_time -%}
-    {%- do _filter_stats_ensure() -%}
+    {%- do _filter_stats_ensure(options) -%}
     {%- if prepared.fresh -%}
         {%- do _cdc_create_tables([
             (target, _cdc_column_definitions(columns.carried)),
             (quarantine, _filter_quarantine_definition()),
         ]) -%}
     {%- endif -%}
-    {%- set plan = _cdc_merge_plan(state, model_name, execution_time, prepared.fresh,
-        'filtered_append') -%}
-    {%- do _cdc_merge_apply_restore(target, quarantine, plan, 'filtered_append') -%}
+    {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
+    {%- do _window_restore(target, quarantine, plan, options) -%}
     {%- do _cdc_merge_add_columns([target], changes, columns, options) -%}
 
-    {%- set run = _cdc_merge_begin(state, model_name, execution_time, plan, changes,
-        options, target, quarantine) -%}
+    {%- set run = _window_begin(log, options, execution_time, plan, changes, target,
+        quarantine) -%}
     {%- set window = run.window -%}
     {%- set counts = {'total': 0, 'kept': 0, 'filters': []} -%}
     {%- set duplicates = {'removed': 0} -%}
@@ -90,7 +89,7 @@
     {%- endif -%}
     {%- do _filter_stats_insert(stats, execution_time, window) -%}
 
-    {%- do _cdc_merge_end(state, model_name, execution_time, plan, run, target, quarantine,
+    {%- do _window_end(log, options, execution_time, plan, run, target, quarantine,
         {'changes': counts.total, 'quarantined': counts.total - counts.kept}, changes) -%}
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target]}) }}
@@ -100,30 +99,23 @@
     {{ _raise_unsupported_adapter('filtered_append') }}
 {%- endmaterialization %}
 
-{#- The model's filtered_append configuration, validated, with defaults filled in (in
-    the shape the shared cdc helpers read). -#}
+{#- The model's filtered_append configuration: the shared window options plus the
+    filters and deduplication, validated, with defaults filled in. -#}
 {% macro _filtered_append_options(model, config) -%}
-    {%- set label = "filtered_append (model " ~ model.schema ~ '.' ~ model.alias ~ ")" -%}
+    {%- set options = _window_options(model, config, 'filtered_append', []) -%}
+    {%- set label = options.label -%}
     {%- set unique_key = config.get('unique_key') -%}
-    {%- set options = {
-        'model': model.schema ~ '.' ~ model.alias,
-        'label': label,
+    {%- do options.update({
         'filters': config.get('filters'),
         'filter_mode': config.get('filter_mode', 'first'),
         'unique_key': [] if unique_key is none else _cdc_as_list(unique_key, 'unique_key', label),
-        'window_column': config.get('window_column', '_ingested_at'),
-        'exclude_columns': config.get('exclude_columns', []),
         'delete_mode': 'hard',
         'reserved': ['_filter_flags', '_filter_failed', '_filter_failures'],
-    } -%}
+    }) -%}
     {%- do _filter_validate(options.filters, options.filter_mode, label) -%}
     {%- if options.unique_key -%}
         {%- do options.update({'dedup_order_by': _cdc_as_list(
             config.get('dedup_order_by'), 'dedup_order_by', label)}) -%}
-    {%- endif -%}
-    {%- if options.exclude_columns is string -%}
-        {{ _cdc_config_error(label, "exclude_columns must be a list of column names, got '"
-            ~ options.exclude_columns ~ "'") }}
     {%- endif -%}
     {{ return(options) }}
 {%- endmacro %}

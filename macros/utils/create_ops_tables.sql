@@ -1,6 +1,6 @@
 {#-
     Creates the run-metadata tables of the `ops` schema that the project's
-    materializations and hooks append to, when missing: `ops.cdc_merge_runs` (the run
+    materializations and hooks append to, when missing: `ops.window_runs` (the run
     log of the windowed materializations), `ops.filter_stats` (what each filter dropped)
     and `ops.dq_metrics` (row counts and null ratios per model and run). Runs at the
     start of every invocation (on-run-start), so that models built in parallel threads
@@ -16,7 +16,7 @@
 
 {% macro spark__create_ops_tables() -%}
     {%- if execute -%}
-        {%- do _cdc_merge_ensure_state(_cdc_merge_state_relation()) -%}
+        {%- do _window_log_ensure(_window_log_relation()) -%}
         {%- do _filter_stats_ensure() -%}
         {%- do _dq_metrics_ensure() -%}
     {%- endif -%}

@@ -1,8 +1,11 @@
 {#-
     The columns every staging model carries from its Bronze row about delivery: where
     the record was read (`_topic`, and `_partition`/`_offset` for Kafka or
-    `_source_file`/`_line_number` for the landing zone) and when it was ingested
-    (`_ingested_at`, `_batch_id`). Used inside a select list over a Bronze table.
+    `_source_file`/`_line_number` for the landing zone), when it was ingested
+    (`_ingested_at`, `_batch_id`), and the Bronze commit that wrote it
+    (`_bronze_version`: the source CTE selects `_metadata.row_commit_version as
+    _bronze_version`, which the windowed materializations read by). Used inside a
+    select list over a Bronze table.
 -#}
 {% macro ingestion_metadata() -%}
     {{ return(adapter.dispatch('ingestion_metadata', 'lakehouse')()) }}
@@ -19,5 +22,6 @@
     _source_file,
     _line_number,
     _ingested_at,
-    _batch_id
+    _batch_id,
+    _bronze_version
 {%- endmacro %}

@@ -6,7 +6,7 @@
         valid_from='_source_committed_at',
         exclude_columns=[
             'op', '_source_committed_at', '_source_lsn', '_source_file', '_line_number',
-            '_partition', '_offset', '_ingested_at',
+            '_partition', '_offset', '_ingested_at', '_bronze_version',
         ],
     )
 }}

@@ -15,6 +15,7 @@ visits as (
         event_time_text,
         _raw,
         _ingested_at,
+        _bronze_version,
         _batch_id,
         _topic,
         _source_file,

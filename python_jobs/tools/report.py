@@ -8,7 +8,7 @@ Reads the run metadata the pipeline writes and charts it over time:
   (`ops.filter_stats_current`: a backfilled window once, its latest run);
 - row counts and null ratios per model after every build (`ops.dq_metrics`: the
   table's state then, a backfill's build included, not a count per window);
-- successful builds per model (`ops.cdc_merge_runs` and `ops.dq_metrics`) and the
+- successful builds per model (`ops.window_runs` and `ops.dq_metrics`) and the
   freshness of each Bronze table (newest `_ingested_at`).
 
 Writes ``$LAKEHOUSE_HOME/report/index.html`` (or ``--output DIR``): no scripts, no
@@ -254,7 +254,7 @@ def quality_charts(spark: SparkSession) -> list[Chart]:
 def builds_chart(spark: SparkSession, now: datetime) -> Chart:
     """Every successful build per model: a `succeeded` run of the windowed
     materializations, or a quality profile (written by the post-hook after a build)."""
-    runs = _read_table(spark, "ops.cdc_merge_runs")
+    runs = _read_table(spark, "ops.window_runs")
     metrics = _read_table(spark, "ops.dq_metrics")
     builds: dict[tuple[str, str], datetime] = {}
     for row in _rows(runs, "model", "attempt_id", "recorded_at", where="status = 'succeeded'"):
@@ -264,7 +264,7 @@ def builds_chart(spark: SparkSession, now: datetime) -> Chart:
         builds[key] = max(builds.get(key, row["recorded_at"]), row["recorded_at"])
     chart = Chart(
         "builds", "Successful builds per model",
-        "ops.cdc_merge_runs (status = 'succeeded') and ops.dq_metrics",
+        "ops.window_runs (status = 'succeeded') and ops.dq_metrics",
         "One mark per dbt invocation that built the model; the filled mark is the last "
         "successful build.",
         "timeline", "build finished (UTC)", "model",
@@ -273,7 +273,7 @@ def builds_chart(spark: SparkSession, now: datetime) -> Chart:
     for (model, _), at in builds.items():
         chart.series[model].append((at, 0))
     chart.finish(
-        "ops.cdc_merge_runs and ops.dq_metrics do not exist yet"
+        "ops.window_runs and ops.dq_metrics do not exist yet"
         if runs is None and metrics is None
         else "no successful build recorded yet"
     )

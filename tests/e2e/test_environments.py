@@ -42,7 +42,7 @@ def _state(spark, schema: str) -> dict[str, object]:
         "visits": visits,
         "users_version": spark.sql(f"describe history {schema}_silver.users limit 1").first()[0],
         "runs": sorted(
-            (r.model, r.status) for r in spark.table(f"{schema}_ops.cdc_merge_runs").collect()
+            (r.model, r.status) for r in spark.table(f"{schema}_ops.window_runs").collect()
         ),
         "filter_runs": spark.table(f"{schema}_ops.filter_stats")
         .select("invocation_id")
@@ -56,7 +56,7 @@ def _production(spark) -> dict[str, object]:
         "users": sorted(r.user_id for r in spark.table("silver.users").collect()),
         "visits": sorted(r.visit_id for r in spark.table("silver.visits").collect()),
         "users_version": spark.sql("describe history silver.users limit 1").first()[0],
-        "runs": spark.table("ops.cdc_merge_runs").count(),
+        "runs": spark.table("ops.window_runs").count(),
         "filter_runs": spark.table("ops.filter_stats").count(),
     }
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from python_jobs import bronze, ingest
+from python_jobs import bronze
 from python_jobs.spark import REPO_ROOT
 from python_jobs.topics import load_topics
 from tests.helpers import ingested_records, landing_records
@@ -33,11 +33,11 @@ RANDOM_KILLS = 1
 def _start(home: Path, run: int, fault: str | None) -> tuple[subprocess.Popen, Path]:
     env = os.environ.copy()
     marker = home / f"fault-{run}.marker"
-    if fault:
-        env[ingest.FAULT_ENV] = f"{fault}:{marker}"
+    # A crash point comes from a test-only wrapper of the job (tests/ingest_with_fault.py).
+    job = ["tests.ingest_with_fault", fault, str(marker)] if fault else ["python_jobs.ingest"]
     log = (home / f"ingest-{run}.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "python_jobs.ingest", "--once", "--max-files-per-batch", "1"],
+        [sys.executable, "-m", *job, "--once", "--max-files-per-batch", "1"],
         cwd=REPO_ROOT,
         env=env,
         stdout=log,

@@ -208,12 +208,12 @@ def write_stated_rows(spark) -> None:
     def run(model: str, invocation: str, status: str, recorded: datetime) -> str:
         started = RUN_STARTED[invocation]
         return (
-            f"('{model}', '{invocation}', {sql_time(started)}, 'incremental', null, "
-            f"{sql_time(started)}, null, 1, 1, 2, 2, 5, 0, '{status}', {sql_time(recorded)})"
+            f"('{model}', 'cdc_merge', '{invocation}', {sql_time(started)}, 'incremental', null, "
+            f"7, null, 1, 1, 2, 2, 5, 0, '{status}', {sql_time(recorded)})"
         )
 
     spark.sql(
-        "insert into ops.cdc_merge_runs values "
+        "insert into ops.window_runs values "
         + ", ".join(
             [
                 run("silver.users", "inv-1", "started", at(10)),

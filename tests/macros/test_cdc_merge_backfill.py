@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from tests.helpers import append_with_commit_versions
 from tests.macros.test_cdc_merge import SCHEMA, append_input, read_rows, run_project
 
 MODEL = "silver.scenario_backfill"
@@ -37,12 +38,13 @@ def version(spark) -> int:
 
 
 def ingest(spark, hour: int, minute: int, changes: list[tuple]) -> None:
-    """Appends change rows to the input as ingested at hour:minute on the test day."""
+    """Appends change rows to the input, one commit, as ingested at hour:minute on the
+    test day."""
     frame = spark.createDataFrame(
         [(*change, datetime(2024, 10, 7, hour, minute)) for change in changes],
         f"{SCHEMA}, _ingested_at timestamp",
     )
-    frame.write.format("delta").mode("append").saveAsTable("silver.cdc_input_backfill")
+    append_with_commit_versions(frame, "silver.cdc_input_backfill")
 
 
 def quarantined(spark) -> list[tuple]:
@@ -123,7 +125,7 @@ def test_backfills_restore_the_table_then_merge_the_window_again(
 
 
 def test_a_crash_between_the_two_writes_is_repaired_by_the_next_run(
-    spark, dbt, lakehouse_home, clean_lakehouse, monkeypatch
+    spark, dbt, lakehouse_home, clean_lakehouse, fail_statement
 ) -> None:
     for schema in ("silver", "ops"):
         spark.sql(f"create schema if not exists {schema}")
@@ -133,10 +135,12 @@ def test_a_crash_between_the_two_writes_is_repaired_by_the_next_run(
     # The run merges the delete of A into the table, then dies before it records the
     # tombstone (and before its run is marked succeeded).
     ingest(spark, 7, 30, [(A, "d", 3, None), (C, "c", 4, "C")])
-    monkeypatch.setenv("LAKEHOUSE_CDC_MERGE_FAULT", "after_target_merge")
+    disarm = fail_statement(
+        rf"\bmerge into\s+\S*{MODEL.split('.')[1]}__tombstones\b", "after the merge into the table"
+    )
     result = build(dbt, lakehouse_home, "2024-10-07T08:00:00", expect_fail=True)
     assert "injected fault" in failure(result)
-    monkeypatch.delenv("LAKEHOUSE_CDC_MERGE_FAULT")
+    disarm()
     assert rows(spark) == [(B, "B"), (C, "C")]
     assert read_rows(spark, f"{MODEL}__tombstones", "id") == []
 
@@ -149,6 +153,6 @@ def test_a_crash_between_the_two_writes_is_repaired_by_the_next_run(
 
     # The run log is lost: the next run re-reads every change and, merging by sequence,
     # leaves the table exactly as it was - it never empties a table that has data.
-    spark.sql(f"delete from ops.cdc_merge_runs where model = '{MODEL}'")
+    spark.sql(f"delete from ops.window_runs where model = '{MODEL}'")
     build(dbt, lakehouse_home, "2024-10-07T10:00:00")
     assert rows(spark) == [(B, "B"), (C, "C")]

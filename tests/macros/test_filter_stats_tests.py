@@ -27,8 +27,8 @@ STATS = [
     ("stats_quiet", "run-e", 2, "bad_time", 5, 1000),
 ]
 
-# Runs with windows: (model, invocation, hour started, execution hour, window start hour
-# (None: from the beginning), window end hour, rejected_rows of 100). The latest run of
+# Runs with windows: (model, invocation, hour started, execution hour, window start version
+# (None: from the beginning), window end version, rejected_rows of 100). The latest run of
 # each is a backfill of its second window (execution hour 2 again): it must be compared
 # with the run of the window before (10%), not with the run it superseded (50%), nor, in
 # `stats_later`, with the run of hour 3, whose window the backfill took the table back
@@ -65,13 +65,13 @@ def stats(spark, dbt):
         "*",
         "concat('silver.', model) as relation",
         "run_started_at as execution_time",
-        "cast(null as timestamp) as window_start",
-        "cast(null as timestamp) as window_end",
+        "cast(null as bigint) as window_start",
+        "cast(null as bigint) as window_end",
         "current_timestamp() as recorded_at",
     ).write.format("delta").mode("append").saveAsTable("ops.filter_stats")
     windowed = [
         (inv, _hour(hour), model, "bad_time", rejected, 100, 1, "filter", rejected,
-         f"silver.{model}", _hour(execution), _hour(start), _hour(end))
+         f"silver.{model}", _hour(execution), start, end)
         for model, inv, hour, execution, start, end, rejected in WINDOWED
     ]  # fmt: skip
     spark.createDataFrame(
@@ -79,7 +79,7 @@ def stats(spark, dbt):
         "invocation_id string, run_started_at timestamp, model string, filter_name string, "
         "rejected_rows long, total_rows long, filter_position int, kind string, "
         "failed_rows long, relation string, execution_time timestamp, "
-        "window_start timestamp, window_end timestamp",
+        "window_start bigint, window_end bigint",
     ).selectExpr("*", "current_timestamp() as recorded_at").write.format("delta").mode(
         "append"
     ).saveAsTable("ops.filter_stats")

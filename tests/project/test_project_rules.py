@@ -334,8 +334,8 @@ def test_documented_fails_on_missing_descriptions(manifest: dict) -> None:
     fct_visits = _node(manifest, "fct_visits")
     fct_visits["columns"]["user_plan"]["description"] = ""
     fct_visits["raw_code"] = fct_visits["raw_code"].replace(
-        "        _ingested_at\n    from joined",
-        "        _ingested_at,\n        1 as one\n    from joined",
+        "        _bronze_version\n    from joined",
+        "        _bronze_version,\n        1 as one\n    from joined",
     )
     _node(manifest, "visits")["description"] = " "
     _node(manifest, "devices_history", "snapshot")["description"] = ""

@@ -298,3 +298,31 @@ def test_ensure_tables_adds_new_columns_to_an_older_table(spark, tmp_path, monke
         f.name for f in bronze.BATCH_SCHEMA if f.name not in ("topic", "records_read")
     ]
     assert table.select("topic", "records_read", "source").collect()[0] == ("t", 3, None)
+
+
+def test_bronze_rows_carry_the_version_of_the_commit_that_wrote_them(
+    spark, tmp_path, monkeypatch
+) -> None:
+    """Row tracking (the windowed materializations read Bronze by commit version), also
+    switched on for a Bronze table made before it was."""
+    monkeypatch.setenv("LAKEHOUSE_HOME", str(tmp_path))
+    topic = Topic(topic="t.x", kind="events", key=("id",), table="t_x")
+    path = str(tmp_path / "bronze" / "t_x")
+    bronze.ensure_delta_table(spark, path, bronze.BRONZE_SCHEMA, ["_ingest_date"])  # older
+    bronze.ensure_tables(spark, [topic])
+    detail = spark.sql(f"describe detail delta.`{path}`").collect()[0]
+    assert detail["properties"]["delta.enableRowTracking"] == "true"
+    versions = []
+    for n, lines in enumerate([['{"id": "a"}', '{"id": "b"}'], ['{"id": "c"}']]):
+        rows = [(line, topic.topic, None, None, "f.json", i) for i, line in enumerate(lines, 1)]
+        frame = bronze.classify(spark.createDataFrame(rows, bronze.LINE_SCHEMA), topic, 1024)
+        ingested = datetime(2024, 10, 7, 10 - n, tzinfo=UTC)  # the second clock is earlier
+        bronze.bronze_rows(bronze.decorate(frame, n, ingested)).write.format("delta").mode(
+            "append"
+        ).save(path)
+        versions.append(spark.sql(f"describe history delta.`{path}` limit 1").first()[0])
+    got = spark.sql(
+        f"select _line_number, _metadata.row_commit_version from delta.`{path}` order by 2, 1"
+    ).collect()
+    assert [tuple(r) for r in got] == [(1, versions[0]), (2, versions[0]), (1, versions[1])]
+    assert versions[1] > versions[0]

@@ -17,7 +17,7 @@
     sequence_by=['lsn'],
     valid_from='timestamp_millis(1728259200000 + (lsn div 1000000000000) * 3600000'
         ~ ' + lsn % 1000000000000 % 3600000)',
-    exclude_columns=['op', 'lsn', '_ingested_at'],
+    exclude_columns=['op', 'lsn', '_ingested_at', '_bronze_version'],
 ) }}
 
 select * from {{ ref('bench_changes') }}

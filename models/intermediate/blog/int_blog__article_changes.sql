@@ -24,7 +24,8 @@ final as (
         _line_number,
         _partition,
         _offset,
-        _ingested_at
+        _ingested_at,
+        _bronze_version
     from changes
 )
 

@@ -9,8 +9,8 @@
 
 {#- Visits per article per day, kept correct when visits arrive late (the dynamic Late
     Data Integrator): each run re-aggregates, in full, only the days that received
-    visits since the last run (ingested after the newest `_last_ingested_at` already
-    aggregated), capped by a lookback of `agg_lookback_days` days before the newest
+    visits since the last run (committed to Bronze after the newest `_last_bronze_version`
+    already aggregated), capped by a lookback of `agg_lookback_days` days before the newest
     visit day. Days older than that are closed: their late visits are not added (the
     run logs them, and the `agg_article_daily_visits_reconciles` test warns) until a
     `--full-refresh` or a larger lookback. A re-run with nothing new changes no row. -#}
@@ -31,7 +31,7 @@ visits as (
 
 {%- set late_ctes -%}
 aggregated_until as (
-    select coalesce(max(_last_ingested_at), timestamp'1970-01-01') as ingested_at
+    select coalesce(max(_last_bronze_version), -1) as bronze_version
     from {{ this }}
 ),
 
@@ -46,7 +46,7 @@ new_visits as (
     from visits as v
     cross join aggregated_until as a
     cross join lookback as l
-    where v._ingested_at > a.ingested_at
+    where v._bronze_version > a.bronze_version
 )
 {%- endset -%}
 
@@ -92,6 +92,7 @@ final as (
         count(distinct user_id) as unique_users,
         count_if(user_id is null) as anonymous_visits,
         max(_ingested_at) as _last_ingested_at,
+        max(_bronze_version) as _last_bronze_version,
         '{{ invocation_id }}' as _invocation_id,
         timestamp'{{ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') }}' as _aggregated_at
     from visits_to_aggregate

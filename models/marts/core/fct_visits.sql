@@ -25,6 +25,7 @@ joined as (
         a.category as article_category,
         a.status as article_status,
         v._ingested_at,
+        v._bronze_version,
         to_date(v.event_time) as visit_date
     from visits as v
     {{ point_in_time_join(ref('dim_users'), 'u', 'v.event_time', {'v.user_id': 'user_id'}) }}
@@ -49,7 +50,8 @@ final as (
         article_author_id,
         article_category,
         article_status,
-        _ingested_at
+        _ingested_at,
+        _bronze_version
     from joined
 )
 

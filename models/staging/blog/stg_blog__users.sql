@@ -1,7 +1,10 @@
 with
 
 source as (
-    select * from {{ source('blog', 'blog_public_users') }}
+    select
+        *,
+        _metadata.row_commit_version as _bronze_version
+    from {{ source('blog', 'blog_public_users') }}
 ),
 
 row_images as (

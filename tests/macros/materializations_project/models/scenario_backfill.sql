@@ -1,4 +1,6 @@
 {{ config(unique_key=['id'], sequence_by=['lsn']) }}
 
-select id, op, lsn, name, _ingested_at from {{ source('scenario', 'cdc_input_backfill') }}
+select id, op, lsn, name, _ingested_at,
+    _metadata.row_commit_version as _bronze_version
+from {{ source('scenario', 'cdc_input_backfill') }}
 where {{ var('backfill_filter', 'true') }}

@@ -4,5 +4,6 @@
 select
     id, op, lsn, line, name,
     {%- if var('scenario_round') | int >= 2 %} email,{% endif %}
-    _ingested_at
+    _ingested_at,
+    _metadata.row_commit_version as _bronze_version
 from {{ source('scenario', 'cdc_input_shared') }}

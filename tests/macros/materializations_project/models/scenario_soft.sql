@@ -1,3 +1,5 @@
 {{ config(unique_key=['id'], sequence_by=['lsn', 'line'], delete_mode='soft') }}
 
-select id, op, lsn, line, name, _ingested_at from {{ source('scenario', 'cdc_input_shared') }}
+select id, op, lsn, line, name, _ingested_at,
+    _metadata.row_commit_version as _bronze_version
+from {{ source('scenario', 'cdc_input_shared') }}

@@ -3,7 +3,7 @@
     unique_key=['id'],
     sequence_by=['lsn', 'line'],
     valid_from='timestamp_seconds(lsn)',
-    exclude_columns=['op', 'lsn', 'line', '_ingested_at'],
+    exclude_columns=['op', 'lsn', 'line', '_ingested_at', '_bronze_version'],
 ) }}
 
 {#- Every carried column is tracked. A change's time is its lsn in seconds, so that the
@@ -11,5 +11,6 @@
 select
     id, op, lsn, line, name, note,
     {%- if var('scenario_round') | int >= 2 %} email,{% endif %}
-    _ingested_at
+    _ingested_at,
+    _metadata.row_commit_version as _bronze_version
 from {{ source('scenario', 'cdc_input_history') }}

@@ -1,0 +1,263 @@
+{#-
+    The windowing core of the three windowed materializations (`cdc_merge`,
+    `cdc_history`, `filtered_append`): which rows a run reads, the run log
+    `ops.window_runs`, the plan of a run and the restore of a backfill.
+
+    A window is a range of commit versions of the model's input: the rows whose
+    `window_column` (default `_bronze_version`, the Delta commit that wrote the row to
+    Bronze: `_metadata.row_commit_version`, selected by every staging model) is after
+    the last commit the table absorbed and at most the newest commit present when the
+    run starts. Commit versions only grow, whatever the clocks of the writers say, so a
+    row is read by exactly one window: a clock stepped back, two hosts' skew, or a
+    second writer appending to the same Bronze table lose nothing.
+
+    Every attempt appends a `started` row (its window and the versions it starts from)
+    and, when it ends, a `succeeded` row with the versions it produced: appends only.
+    A run that creates the table (the first run, a full refresh, a dropped table)
+    starts a new lineage: the plan ignores older rows. A table version "ends its
+    lineage at point w" when it holds exactly the windows up to w: the base of an
+    attempt whose window starts at w, and the result of a succeeded attempt whose
+    window ends at w. Compaction and other commits between runs are part of a base, so
+    restoring to a base never goes back further than needed.
+-#}
+
+{% macro _window_log_relation() -%}
+    {{ return(generate_schema_name('ops') ~ '.window_runs') }}
+{%- endmacro %}
+
+{% macro _window_timestamp_format() -%}
+    {{ return("yyyy-MM-dd HH:mm:ss.SSSSSS") }}
+{%- endmacro %}
+
+{#- The run log; `side` is the table's side table whose version a restore also needs
+    (tombstones, change store or quarantine). -#}
+{% macro _window_log_ensure(log) -%}
+    {%- do run_query(
+        "create table if not exists " ~ log ~ " ("
+        ~ "model string not null, materialization string not null, "
+        ~ "attempt_id string not null, execution_time timestamp not null, "
+        ~ "run_kind string not null, window_start bigint, window_end bigint, "
+        ~ "restored_to_version bigint, base_version bigint not null, "
+        ~ "side_base_version bigint not null, version_after bigint, "
+        ~ "side_version_after bigint, change_rows bigint, quarantined_rows bigint, "
+        ~ "status string not null, recorded_at timestamp not null"
+        ~ ") using delta"
+    ) -%}
+{%- endmacro %}
+
+{#- The run's execution time as `yyyy-MM-dd HH:mm:ss.ffffff` (UTC); default: now. -#}
+{% macro _window_execution_time(value, label) -%}
+    {%- if value is none or value == '' -%}
+        {{ return(run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f')) }}
+    {%- endif -%}
+    {%- set text = value | string -%}
+    {%- set parsed = run_query(
+        "select date_format(to_timestamp('" ~ text | replace("\\", "") | replace("'", "")
+        ~ "'), '" ~ _window_timestamp_format() ~ "')").columns[0].values()[0] -%}
+    {%- if parsed is none -%}
+        {{ exceptions.raise_compiler_error(
+            label ~ ": var execution_time '" ~ text ~ "' is not a timestamp "
+            ~ "(expected ISO-8601, e.g. 2024-10-07T08:00:00)") }}
+    {%- endif -%}
+    {{ return(parsed) }}
+{%- endmacro %}
+
+{#- A window bound as an integer, or none for "the beginning" (nothing read yet). -#}
+{% macro _window_point(value) -%}
+    {{ return(none if value is none else value | int) }}
+{%- endmacro %}
+
+{% macro _window_sql_point(point) -%}
+    {{ return("null" if point is none else point | string) }}
+{%- endmacro %}
+
+{#-
+    The plan of this run, from the model's attempts since its last full refresh:
+    - a new execution time continues the lineage: its window starts where the last
+      attempt's ended (or, if that attempt did not finish, the table is restored to that
+      attempt's base and its window is read again);
+    - an execution time that already ran is re-run: the table is restored to the latest
+      version whose lineage ends where that execution's recorded window starts, and the
+      same window is read again;
+    - an execution time earlier than the last one that never ran is refused.
+-#}
+{% macro _window_plan(log, options, execution_time, fresh) -%}
+    {%- set fmt = _window_timestamp_format() -%}
+    {%- set attempts = [] -%}
+    {%- for row in run_query(
+        "select date_format(s.execution_time, '" ~ fmt ~ "'), coalesce(f.status, s.status), "
+        ~ "s.window_start, s.window_end, s.base_version, s.side_base_version, "
+        ~ "f.version_after, f.side_version_after, s.run_kind "
+        ~ "from " ~ log ~ " as s left join " ~ log ~ " as f on f.model = s.model "
+        ~ "and f.attempt_id = s.attempt_id and f.status = 'succeeded' "
+        ~ "where s.model = '" ~ options.model ~ "' and s.status = 'started' "
+        ~ "order by s.recorded_at, s.attempt_id"
+    ) -%}
+        {%- if row[8] == 'create' -%}
+            {%- do attempts.clear() -%}
+        {%- endif -%}
+        {%- do attempts.append({
+            'execution_time': row[0], 'status': row[1],
+            'start': _window_point(row[2]), 'end': _window_point(row[3]),
+            'base': row[4] | int, 'side_base': row[5] | int,
+            'after': _window_point(row[6]), 'side_after': _window_point(row[7]),
+        }) -%}
+    {%- endfor -%}
+    {%- if fresh -%}
+        {%- do attempts.clear() -%}
+    {%- endif -%}
+    {%- set plan = {'kind': 'create' if fresh else 'incremental', 'start': none, 'end': none,
+                    'restore': none, 'later': []} -%}
+    {%- set known = attempts | map(attribute='execution_time') | unique | list -%}
+    {%- if execution_time in known -%}
+        {%- set first = (attempts | selectattr('execution_time', 'equalto', execution_time) | list)[0] -%}
+        {%- do plan.update({'kind': 'rerun', 'start': first.start, 'end': first.end}) -%}
+        {%- do plan.update({'later': known | select('gt', execution_time) | list}) -%}
+        {%- set last = attempts[-1] -%}
+        {%- if not (last.status == 'succeeded' and last.end == first.start) -%}
+            {#- The latest version whose lineage ends at this window's start. -#}
+            {%- set found = {'version': none} -%}
+            {%- for attempt in attempts -%}
+                {%- if attempt.start == first.start -%}
+                    {%- do found.update({'version': (attempt.base, attempt.side_base)}) -%}
+                {%- endif -%}
+                {%- if attempt.status == 'succeeded' and attempt.end == first.start -%}
+                    {%- do found.update({'version': (attempt.after, attempt.side_after)}) -%}
+                {%- endif -%}
+            {%- endfor -%}
+            {%- do plan.update({'restore': found.version}) -%}
+        {%- endif -%}
+    {%- elif known and execution_time < known | max -%}
+        {{ exceptions.raise_compiler_error(
+            options.label ~ ": execution_time " ~ execution_time
+            ~ " is earlier than the last run (" ~ known | max ~ ") and never ran, so "
+            ~ "there is no window to backfill. Re-run one of the recorded execution "
+            ~ "times (" ~ log ~ "), or use a later one.") }}
+    {%- elif attempts -%}
+        {%- set last = attempts[-1] -%}
+        {%- if last.status == 'succeeded' -%}
+            {%- do plan.update({'start': last.end}) -%}
+        {%- else -%}
+            {%- do plan.update({'start': last.start,
+                                'restore': (last.base, last.side_base)}) -%}
+        {%- endif -%}
+    {%- endif -%}
+    {{ return(plan) }}
+{%- endmacro %}
+
+{#- The rows this run reads: (start, end] on the window column, the commit versions of
+    the input; a new window ends at the newest commit present now. -#}
+{% macro _window_bounds(changes, window_column, plan) -%}
+    {%- set start = plan.start -%}
+    {%- set column = '`' ~ window_column ~ '`' -%}
+    {%- if plan.kind == 'rerun' -%}
+        {%- set end = plan.end -%}
+    {%- else -%}
+        {%- set after = "" if start is none else " where " ~ column ~ " > " ~ start -%}
+        {%- set newest = _window_point(run_query(
+            "select max(" ~ column ~ ") from " ~ changes ~ after).columns[0].values()[0]) -%}
+        {%- set end = start if newest is none else newest -%}
+    {%- endif -%}
+    {%- set conditions = [] -%}
+    {%- if start is not none -%}
+        {%- do conditions.append(column ~ " > " ~ start) -%}
+    {%- endif -%}
+    {%- do conditions.append(column ~ " <= " ~ _window_sql_point(end)) -%}
+    {{ return({
+        'start': start, 'end': end, 'is_empty': end == start,
+        'predicate': conditions | join(' and '),
+    }) }}
+{%- endmacro %}
+
+{% macro _window_record(log, status, options, execution_time, plan, window, base, side_base, after='null', side_after='null', changes='null', quarantined='null') -%}
+    {%- do run_query(
+        "insert into " ~ log ~ " values ('" ~ options.model ~ "', '" ~ options.kind ~ "', '"
+        ~ invocation_id ~ "', timestamp'" ~ execution_time ~ "', '" ~ plan.kind ~ "', "
+        ~ _window_sql_point(window.start) ~ ", " ~ _window_sql_point(window.end) ~ ", "
+        ~ ("null" if plan.restore is none else plan.restore[0]) ~ ", "
+        ~ base ~ ", " ~ side_base ~ ", " ~ after ~ ", " ~ side_after ~ ", "
+        ~ changes ~ ", " ~ quarantined ~ ", '" ~ status ~ "', current_timestamp())"
+    ) -%}
+{%- endmacro %}
+
+{#- Restores the table and its side table to the plan's versions, or changes nothing. -#}
+{% macro _window_restore(target, side, plan, options) -%}
+    {%- if plan.restore is not none -%}
+        {%- set pairs = [(target, plan.restore[0]), (side, plan.restore[1])] -%}
+        {%- for relation, version in pairs -%}
+            {%- do _delta_check_restorable(relation, version) -%}
+        {%- endfor -%}
+        {%- for relation, version in pairs if _delta_version(relation) != version -%}
+            {%- do run_query("restore table " ~ relation ~ " to version as of " ~ version) -%}
+        {%- endfor -%}
+        {{ log(options.kind ~ ": restored " ~ target ~ " to version " ~ plan.restore[0]
+            ~ " (before the window it reads again)", info=true) }}
+    {%- endif -%}
+    {%- if plan.later -%}
+        {{ log(options.kind ~ ": " ~ target ~ " no longer holds the windows of the later "
+            ~ "execution times " ~ plan.later | join(', ') ~ "; re-run them in order",
+            info=true) }}
+    {%- endif -%}
+{%- endmacro %}
+
+{#-
+    The start of a run: its window, the versions it starts from (the table's and its
+    side table's), recorded as `started`. With nothing in the window, the run's main
+    statement says so and nothing is written.
+-#}
+{% macro _window_begin(log, options, execution_time, plan, changes, target, side) -%}
+    {%- set window = _window_bounds(changes, options.window_column, plan) -%}
+    {%- set run = {'window': window, 'base': _delta_version(target),
+                   'side_base': _delta_version(side)} -%}
+    {%- do _window_record(log, 'started', options, execution_time, plan, window,
+        run.base, run.side_base) -%}
+    {%- if window.is_empty -%}
+        {%- call statement('main') -%}
+            select 'no rows committed to the input in the window' as status
+        {%- endcall -%}
+    {%- endif -%}
+    {{ return(run) }}
+{%- endmacro %}
+
+{#- The end of a run: recorded as `succeeded` with the versions it produced. -#}
+{% macro _window_end(log, options, execution_time, plan, run, target, side, counts, changes) -%}
+    {%- do _window_record(log, 'succeeded', options, execution_time, plan, run.window,
+        run.base, run.side_base, _delta_version(target), _delta_version(side),
+        counts.changes, counts.quarantined) -%}
+    {%- do run_query('drop view if exists ' ~ changes) -%}
+    {%- do persist_docs(target, model) -%}
+{%- endmacro %}
+
+{#- A side table of the model's table: `<model><suffix>` (tombstones, quarantine, ...). -#}
+{% macro _window_side_relation(suffix) -%}
+    {{ return(this.incorporate(path={'identifier': this.identifier ~ suffix}, type='table')) }}
+{%- endmacro %}
+
+{#-
+    The start of every windowed materialization: the model's rows, unfiltered, as the
+    view `changes` (its columns decide the table's), whether the table is built afresh,
+    the run log, and the run's execution time. A table built by a version of the project
+    whose windows were on ingestion time (its quarantine's `window_value` a timestamp)
+    is refused with the fix: one full refresh.
+-#}
+{% macro _window_prepare(changes, sql, options, quarantine) -%}
+    {%- do run_query('create or replace temporary view ' ~ changes ~ ' as ' ~ sql) -%}
+    {%- set prepared = {
+        'columns': _cdc_merge_columns(changes, options),
+        'fresh': _cdc_existing_is_delta(this, options) is none or should_full_refresh(),
+        'log': _window_log_relation(),
+    } -%}
+    {%- if not prepared.fresh and load_relation(quarantine) is not none -%}
+        {%- for column in _cdc_describe(quarantine)
+                if column.name == 'window_value' and column.type != 'bigint' -%}
+            {{ _cdc_config_error(options.label, quarantine ~ " has windows on ingestion "
+                ~ "time (window_value " ~ column.type ~ "), from an earlier version of the "
+                ~ "project; windows are now Bronze commit versions: rebuild the model "
+                ~ "once with --full-refresh") }}
+        {%- endfor -%}
+    {%- endif -%}
+    {%- do _window_log_ensure(prepared.log) -%}
+    {%- do prepared.update({'execution_time': _window_execution_time(
+        var('execution_time', none), options.label)}) -%}
+    {{ return(prepared) }}
+{%- endmacro %}

@@ -51,7 +51,7 @@
 {% macro _cdc_history_create(target, store, quarantine, changes, columns, options) -%}
     {%- set carried = _cdc_column_definitions(columns.carried) -%}
     {%- set sequence = '_cdc_sequence ' ~ _cdc_sequence_type(changes, options) -%}
-    {%- do _cdc_create_tables([
+    {%- do _window_create_tables([
         (target, carried ~ ", valid_from timestamp not null, valid_to timestamp, "
             ~ "is_current boolean not null, _cdc_closed_by_delete boolean not null, "
             ~ sequence),
@@ -59,7 +59,7 @@
             ~ "_cdc_is_truncate boolean not null, _cdc_changed_at timestamp not null, "
             ~ "_cdc_window_value bigint, _cdc_tiebreak string not null"),
         (quarantine, _cdc_quarantine_definition()),
-    ]) -%}
+    ], options) -%}
 {%- endmacro %}
 
 {#-

@@ -12,25 +12,24 @@
 {%- endmacro %}
 
 {#-
-    Creates the table, its tombstones and quarantine, empty, from explicit column
-    definitions (dropping them first on a full refresh). Not `create ... as select ...
-    where false`: the catalog would record the size of that empty table (1 KB) as its
-    statistics for good, and the planner would then broadcast the whole table into
-    every merge. Without catalog statistics it uses Delta's current size.
+    Creates (or, on a full refresh, replaces) the table, its tombstones and quarantine,
+    empty, with the model's configs (`_window_create_tables`).
 -#}
 {% macro _cdc_merge_create(target, tombstones, quarantine, changes, columns, options) -%}
     {%- set sequence = '_cdc_sequence ' ~ _cdc_sequence_type(changes, options) -%}
     {%- set flag = ", `" ~ options.soft_delete_column ~ "` boolean"
         if options.delete_mode == 'soft' else "" -%}
-    {%- do _cdc_create_tables([
+    {%- do _window_create_tables([
         (target, _cdc_column_definitions(columns.carried) ~ ", " ~ sequence ~ flag),
         (tombstones, _cdc_column_definitions(columns['keys']) ~ ", " ~ sequence
             ~ ", _cdc_deleted_by string"),
         (quarantine, _cdc_quarantine_definition()),
-    ]) -%}
+    ], options) -%}
 {%- endmacro %}
 
-{#- Drops and creates each (relation, column definitions) pair, as explained above. -#}
+{#- Drops and creates each (relation, column definitions) pair: scratch tables (the
+    audited_table's staging), which keep no history. Not `create ... as select ...
+    where false`, for the statistics reason given at `_window_create_tables`. -#}
 {% macro _cdc_create_tables(tables) -%}
     {%- for relation, definition in tables -%}
         {%- do run_query("drop table if exists " ~ relation) -%}

@@ -42,10 +42,10 @@
     {%- set execution_time = prepared.execution_time -%}
     {%- do _filter_stats_ensure(options) -%}
     {%- if prepared.fresh -%}
-        {%- do _cdc_create_tables([
+        {%- do _window_create_tables([
             (target, _cdc_column_definitions(columns.carried)),
             (quarantine, _filter_quarantine_definition()),
-        ]) -%}
+        ], options) -%}
     {%- endif -%}
     {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
     {%- do _window_restore(target, quarantine, plan, options) -%}

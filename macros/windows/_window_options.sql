@@ -4,8 +4,10 @@
     The options every windowed materialization (`kind`: cdc_merge, cdc_history,
     filtered_append) shares, validated, with defaults filled in: `model`, `label` (the
     materialization and model, for errors), `kind`, `window_column` (the input's commit
-    version, default `_bronze_version`) and `exclude_columns` (default
-    `exclude_default`).
+    version, default `_bronze_version`), `exclude_columns` (default `exclude_default`),
+    and the table configs dbt-spark honours, applied when the tables are created
+    (`_window_create_tables`): `partition_by`, `liquid_clustered_by` (Delta clustering,
+    `cluster by`; not with `partition_by`), `tblproperties`, `location_root`.
 -#}
 {% macro _window_options(model, config, kind, exclude_default) -%}
     {%- set label = kind ~ " (model " ~ model.schema ~ '.' ~ model.alias ~ ")" -%}
@@ -15,7 +17,25 @@
         'kind': kind,
         'window_column': config.get('window_column', '_bronze_version'),
         'exclude_columns': config.get('exclude_columns', exclude_default),
+        'partition_by': _window_column_names(config.get('partition_by'), 'partition_by', label),
+        'liquid_clustered_by': _window_column_names(
+            config.get('liquid_clustered_by'), 'liquid_clustered_by', label),
+        'tblproperties': config.get('tblproperties') or {},
+        'location_root': config.get('location_root'),
     } -%}
+    {%- if options.partition_by and options.liquid_clustered_by -%}
+        {{ _cdc_config_error(label, "partition_by and liquid_clustered_by cannot both be set "
+            ~ "(a clustered Delta table has no partitions)") }}
+    {%- endif -%}
+    {%- if options.tblproperties is not mapping -%}
+        {{ _cdc_config_error(label, "tblproperties must be a mapping of property to value, got "
+            ~ options.tblproperties) }}
+    {%- endif -%}
+    {%- if options.location_root is not none
+            and not (options.location_root is string and options.location_root | trim) -%}
+        {{ _cdc_config_error(label, "location_root must be a path, got "
+            ~ options.location_root) }}
+    {%- endif -%}
     {%- if not (options.window_column is string and options.window_column | trim) -%}
         {{ _cdc_config_error(label, "window_column must be a column name, got "
             ~ options.window_column) }}
@@ -25,4 +45,49 @@
             ~ options.exclude_columns ~ "'") }}
     {%- endif -%}
     {{ return(options) }}
+{%- endmacro %}
+
+{#- A config naming columns: none, a name, or a list of names; as a list. -#}
+{% macro _window_column_names(value, argument, label) -%}
+    {%- if value is none -%}
+        {{ return([]) }}
+    {%- endif -%}
+    {{ return(_cdc_as_list(value, argument, label)) }}
+{%- endmacro %}
+
+{#-
+    Creates the model's tables, empty, from explicit column definitions (`tables`: a
+    list of (relation, definition), the model's own table first, then its side tables).
+    `create or replace`: a full refresh replaces each table in one commit, so readers
+    never see it missing and its Delta history survives. The model's table gets
+    `partition_by`, `liquid_clustered_by` and `tblproperties`; with `location_root`,
+    every table of the model lives at `<location_root>/<identifier>`. Not `create ... as
+    select ... where false`: the catalog would record the size of that empty table
+    (1 KB) as its statistics for good, and the planner would then broadcast the whole
+    table into every merge. Without catalog statistics it uses Delta's current size.
+-#}
+{% macro _window_create_tables(tables, options) -%}
+    {%- for relation, definition in tables -%}
+        {%- set clauses = [] -%}
+        {%- if loop.first and options.partition_by -%}
+            {%- do clauses.append("partitioned by (" ~ options.partition_by | join(', ') ~ ")") -%}
+        {%- endif -%}
+        {%- if loop.first and options.liquid_clustered_by -%}
+            {%- do clauses.append("cluster by (" ~ options.liquid_clustered_by | join(', ') ~ ")") -%}
+        {%- endif -%}
+        {%- if options.location_root -%}
+            {%- do clauses.append("location '" ~ options.location_root | replace("'", "")
+                ~ "/" ~ relation.identifier ~ "'") -%}
+        {%- endif -%}
+        {%- if loop.first and options.tblproperties -%}
+            {%- set properties = [] -%}
+            {%- for key, value in options.tblproperties.items() -%}
+                {%- do properties.append("'" ~ key | replace("'", "") ~ "' = '"
+                    ~ value | string | replace("'", "") ~ "'") -%}
+            {%- endfor -%}
+            {%- do clauses.append("tblproperties (" ~ properties | join(', ') ~ ")") -%}
+        {%- endif -%}
+        {%- do run_query("create or replace table " ~ relation ~ " (" ~ definition
+            ~ ") using delta " ~ clauses | join(' ')) -%}
+    {%- endfor -%}
 {%- endmacro %}

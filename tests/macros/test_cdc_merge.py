@@ -200,6 +200,7 @@ NOT_MERGE_SCENARIOS = (
     "scenario_backfill",
     "path:models/history",
     "path:models/audited",
+    "path:models/configured",
 )
 
 

@@ -77,8 +77,8 @@
     {%- if window_type not in ('bigint', 'int') -%}
         {{ _cdc_config_error(name, "window_column '" ~ options.window_column ~ "' is "
             ~ window_type ~ ": a window is a range of the input's commit versions, a bigint "
-            ~ "(select `_metadata.row_commit_version as _bronze_version` from the Delta "
-            ~ "source in the staging model)") }}
+            ~ "(a staging model selects `{{ bronze_commit_version() }} as _bronze_version` "
+            ~ "from its Bronze source)") }}
     {%- endif -%}
     {%- set reserved = options.get('reserved', []) | map('lower') | list -%}
     {%- if options.delete_mode == 'soft' -%}

@@ -3,8 +3,8 @@
     the record was read (`_topic`, and `_partition`/`_offset` for Kafka or
     `_source_file`/`_line_number` for the landing zone), when it was ingested
     (`_ingested_at`, `_batch_id`), and the Bronze commit that wrote it
-    (`_bronze_version`: the source CTE selects `_metadata.row_commit_version as
-    _bronze_version`, which the windowed materializations read by). Used inside a
+    (`_bronze_version`: the source CTE selects `bronze_commit_version()` as
+    `_bronze_version`, which the windowed materializations read by). Used inside a
     select list over a Bronze table.
 -#}
 {% macro ingestion_metadata() -%}

@@ -3,7 +3,7 @@ with
 source as (
     select
         *,
-        _metadata.row_commit_version as _bronze_version
+        {{ bronze_commit_version() }} as _bronze_version
     from {{ source('blog', 'blog_public_articles') }}
 ),
 

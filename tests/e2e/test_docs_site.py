@@ -20,9 +20,9 @@ from tests.helpers import reset_lakehouse
 MODEL = "model.lakehouse.fct_visits"
 # The Bronze tables (models/staging/blog/_blog__sources.yml) fct_visits is built from.
 BRONZE_SOURCES = {
-    "source.lakehouse.bronze.blog_public_users": "bronze.blog_public_users",
-    "source.lakehouse.bronze.blog_public_articles": "bronze.blog_public_articles",
-    "source.lakehouse.bronze.blog_visits": "bronze.blog_visits",
+    "source.lakehouse.blog.blog_public_users": "blog.blog_public_users",
+    "source.lakehouse.blog.blog_public_articles": "blog.blog_public_articles",
+    "source.lakehouse.blog.blog_visits": "blog.blog_visits",
 }
 # Requests the dbt docs app itself gets wrong, whatever the project: two image paths
 # from Angular templates it never renders and a favicon path from its build.

@@ -65,9 +65,10 @@
 {#-
     The keys whose history this run recomputes: those of the window's changes, those
     of the store's rows in the window (a re-run or a crashed run replaces them), and
-    every key when a truncate is among them (it closes every version open before it).
+    every key when a truncate is among them (it closes every version open before it) or
+    when `every_key` (a truncate in the batch, or a column dropped).
 -#}
-{% macro _cdc_history_touched_sql(store, batch, columns, store_window, batch_truncates) -%}
+{% macro _cdc_history_touched_sql(store, batch, columns, store_window, every_key) -%}
     {%- set keys = _cdc_column_list(columns['keys']) -%}
     select {{ keys }} from {{ batch }}
     where _cdc_quarantine_reason is null and not _cdc_is_truncate
@@ -75,7 +76,7 @@
     select {{ keys }} from {{ store }}
     where not _cdc_is_truncate and (
         ({{ store_window }})
-        {%- if batch_truncates %}
+        {%- if every_key %}
         or true
         {%- else %}
         or exists (select 1 from {{ store }} where _cdc_is_truncate and {{ store_window }})

@@ -50,43 +50,6 @@
 {%- endmacro %}
 
 {#-
-    A new column of the model is added to each table (null for the rows already there)
-    without a full refresh. A column whose type changed, or a changed `sequence_by`,
-    needs a full refresh: the run fails and says so.
--#}
-{% macro _cdc_merge_add_columns(relations, changes, columns, options) -%}
-    {%- set sequence_type = _cdc_sequence_type(changes, options)
-        if options.get('sequence_by') else none -%}
-    {%- for relation in relations -%}
-        {%- set existing = {} -%}
-        {%- for column in _cdc_describe(relation) -%}
-            {%- do existing.update({column.name | lower: column.type}) -%}
-        {%- endfor -%}
-        {%- if sequence_type is not none and existing.get('_cdc_sequence') != sequence_type -%}
-            {{ _cdc_config_error(options.label, "sequence_by changed (the table's sequence is "
-                ~ existing.get('_cdc_sequence') ~ ", the model's " ~ sequence_type
-                ~ "); run with --full-refresh") }}
-        {%- endif -%}
-        {%- set added = [] -%}
-        {%- for column in columns.carried -%}
-            {%- set current = existing.get(column.name | lower) -%}
-            {%- if current is none -%}
-                {%- do added.append('`' ~ column.name ~ '` ' ~ column.type) -%}
-            {%- elif current != column.type -%}
-                {{ _cdc_config_error(options.label, "column '" ~ column.name
-                    ~ "' changed type from " ~ current ~ " to " ~ column.type
-                    ~ "; run with --full-refresh") }}
-            {%- endif -%}
-        {%- endfor -%}
-        {%- if added -%}
-            {%- do run_query("alter table " ~ relation ~ " add columns ("
-                ~ added | join(', ') ~ ")") -%}
-            {{ log(options.label ~ ": added to " ~ relation ~ ": " ~ added | join(', '), info=true) }}
-        {%- endif -%}
-    {%- endfor -%}
-{%- endmacro %}
-
-{#-
     The window's change rows, computed once (cached) for every statement of the run:
     the carried columns, the sequence, the delete/truncate flags, the change's time
     (cdc_history's `valid_from`), and why a row is quarantined (`null_key`: every key

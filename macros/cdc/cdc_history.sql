@@ -36,7 +36,7 @@
 
     {%- set prepared = _window_prepare(changes, sql, options, quarantine) -%}
     {%- set columns = prepared.columns -%}
-    {%- do columns.update({'tracked': _cdc_history_tracked(columns, options)}) -%}
+    {%- do _cdc_history_tracked(columns, options) -%}
     {%- set log = prepared.log -%}
     {%- set execution_time = prepared.execution_time -%}
 
@@ -47,20 +47,24 @@
         re-run window replaces its own rows there. -#}
     {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
     {%- do plan.update({'restore': none}) -%}
-    {%- do _cdc_merge_add_columns([target, store], changes, columns, options) -%}
+    {%- set columns = _window_sync_columns([target, store], changes, columns, options) -%}
+    {%- do columns.update({'tracked': _cdc_history_tracked(columns, options)}) -%}
 
     {%- set run = _window_begin(log, options, execution_time, plan, changes, target,
         store) -%}
     {%- set window = run.window -%}
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
-    {%- if not window.is_empty -%}
+    {#- A dropped column can make versions that differed only in it equal: every key's
+        history is recomputed then, so it equals a full refresh's. -#}
+    {%- if not window.is_empty or columns.dropped -%}
         {%- set summary = _cdc_merge_open_batch(
             changes, batch, quarantine, columns, options, plan, window, execution_time) -%}
         {%- do counts.update(summary) -%}
         {%- set store_window = window.predicate
             | replace('`' ~ options.window_column ~ '`', '_cdc_window_value') -%}
         {%- do _cdc_cache(touched, _cdc_history_touched_sql(
-            store, batch, columns, store_window, summary.truncates > 0)) -%}
+            store, batch, columns, store_window,
+            summary.truncates > 0 or columns.dropped | length > 0)) -%}
         {%- do run_query(_cdc_history_store_sql(store, batch, store_window)) -%}
         {%- set truncates = summary.truncates > 0 or _cdc_history_has_truncates(store) -%}
         {%- do _cdc_cache(versions, _cdc_history_versions_sql(store, touched, columns, truncates)) -%}

@@ -49,7 +49,7 @@
     {%- endif -%}
     {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
     {%- do _window_restore(target, quarantine, plan, options) -%}
-    {%- do _cdc_merge_add_columns([target], changes, columns, options) -%}
+    {%- set columns = _window_sync_columns([target], changes, columns, options) -%}
 
     {%- set run = _window_begin(log, options, execution_time, plan, changes, target,
         quarantine) -%}

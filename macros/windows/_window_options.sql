@@ -7,7 +7,9 @@
     version, default `_bronze_version`), `exclude_columns` (default `exclude_default`),
     and the table configs dbt-spark honours, applied when the tables are created
     (`_window_create_tables`): `partition_by`, `liquid_clustered_by` (Delta clustering,
-    `cluster by`; not with `partition_by`), `tblproperties`, `location_root`.
+    `cluster by`; not with `partition_by`), `tblproperties`, `location_root`; and
+    `on_schema_change` (default `append_new_columns`: `_window_sync_columns`) and
+    `grants` (applied at the end of every run, as dbt-spark does: `_window_end`).
 -#}
 {% macro _window_options(model, config, kind, exclude_default) -%}
     {%- set label = kind ~ " (model " ~ model.schema ~ '.' ~ model.alias ~ ")" -%}
@@ -22,7 +24,14 @@
             config.get('liquid_clustered_by'), 'liquid_clustered_by', label),
         'tblproperties': config.get('tblproperties') or {},
         'location_root': config.get('location_root'),
+        'on_schema_change': config.get('on_schema_change') or 'append_new_columns',
+        'grants': config.get('grants'),
     } -%}
+    {%- set schema_modes = ['append_new_columns', 'ignore', 'fail', 'sync_all_columns'] -%}
+    {%- if options.on_schema_change not in schema_modes -%}
+        {{ _cdc_config_error(label, "on_schema_change must be one of " ~ schema_modes
+            | join(', ') ~ ", got '" ~ options.on_schema_change ~ "'") }}
+    {%- endif -%}
     {%- if options.partition_by and options.liquid_clustered_by -%}
         {{ _cdc_config_error(label, "partition_by and liquid_clustered_by cannot both be set "
             ~ "(a clustered Delta table has no partitions)") }}

@@ -219,13 +219,17 @@
     {{ return(run) }}
 {%- endmacro %}
 
-{#- The end of a run: recorded as `succeeded` with the versions it produced. -#}
+{#- The end of a run: recorded as `succeeded` with the versions it produced; then the
+    model's docs and `grants`, as dbt-spark's own materializations apply them (on open
+    source Spark, whose SQL has no GRANT, a model with grants fails there, as a dbt-spark
+    `table` does). -#}
 {% macro _window_end(log, options, execution_time, plan, run, target, side, counts, changes) -%}
     {%- do _window_record(log, 'succeeded', options, execution_time, plan, run.window,
         run.base, run.side_base, _delta_version(target), _delta_version(side),
         counts.changes, counts.quarantined) -%}
     {%- do run_query('drop view if exists ' ~ changes) -%}
     {%- do persist_docs(target, model) -%}
+    {%- do apply_grants(target, options.grants, should_revoke=options.revoke_grants) -%}
 {%- endmacro %}
 
 {#- A side table of the model's table: `<model><suffix>` (tombstones, quarantine, ...). -#}
@@ -242,11 +246,14 @@
 -#}
 {% macro _window_prepare(changes, sql, options, quarantine) -%}
     {%- do run_query('create or replace temporary view ' ~ changes ~ ' as ' ~ sql) -%}
+    {%- set existing = _cdc_existing_is_delta(this, options) -%}
     {%- set prepared = {
         'columns': _cdc_merge_columns(changes, options),
-        'fresh': _cdc_existing_is_delta(this, options) is none or should_full_refresh(),
+        'fresh': existing is none or should_full_refresh(),
         'log': _window_log_relation(),
     } -%}
+    {%- do options.update({'revoke_grants': should_revoke(
+        existing, full_refresh_mode=should_full_refresh())}) -%}
     {%- if not prepared.fresh and load_relation(quarantine) is not none -%}
         {%- for column in _cdc_describe(quarantine)
                 if column.name == 'window_value' and column.type != 'bigint' -%}

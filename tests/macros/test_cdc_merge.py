@@ -201,6 +201,7 @@ NOT_MERGE_SCENARIOS = (
     "path:models/history",
     "path:models/audited",
     "path:models/configured",
+    "path:models/evolving",
 )
 
 

@@ -7,6 +7,10 @@ configured) read one input: `configured_merge` (cdc_merge, `liquid_clustered_by`
 `partition_by`). The tables must carry those settings; a `--full-refresh` replaces them
 in one commit (`create or replace`), so the versions before it stay readable, and the
 refreshed rows equal the incremental ones.
+
+Two more (models/evolving) change their columns between runs through vars:
+`on_schema_change` decides what the current state and the history do with an added or
+a removed column, and `grants` are applied the way dbt-spark applies them.
 """
 
 from __future__ import annotations
@@ -98,8 +102,111 @@ def test_conflicting_or_malformed_table_configs_fail_compilation(dbt) -> None:
         "{'tblproperties': ['a']}": "tblproperties must be a mapping of property to value",
         "{'location_root': ''}": "location_root must be a path",
         "{'partition_by': [1]}": "partition_by must hold column names",
+        "{'on_schema_change': 'drop'}": (
+            "on_schema_change must be one of append_new_columns, ignore, fail, "
+            "sync_all_columns, got 'drop'"
+        ),
     }
     for config, message in cases.items():
         call = "_window_options(model, " + config + ", 'cdc_merge', [])"
         error = compile_error(dbt, "select '{{ " + call + " }}'")
         assert "cdc_merge (model " in error and message in error, config
+
+
+EVOLVING = "silver.evolving_merge"
+EVOLVING_HISTORY = "silver.evolving_history"
+
+
+def evolve(dbt, lakehouse_home, hour: int, columns: str, *select: str, **variables):
+    """One run of models/evolving at `hour` o'clock, the input's columns `columns`."""
+    variables.update({"execution_time": f"2024-10-07T{hour:02}:00:00", "evolving_columns": columns})
+    fail = variables.pop("expect_fail", False)
+    selection = select or ("path:models/evolving",)
+    result = run_project(dbt, lakehouse_home, variables, "--select", *selection, expect_fail=fail)
+    return " ".join(str(node.message) for node in result.result.results)
+
+
+def ingest_evolving(spark, hour: int, changes: list[tuple]) -> None:
+    frame = spark.createDataFrame(
+        [(*change, datetime(2024, 10, 7, hour, 30)) for change in changes],
+        f"{SCHEMA}, _ingested_at timestamp",
+    )
+    append_with_commit_versions(frame, "silver.cdc_input_evolving")
+
+
+def columns_of(spark, table: str) -> list[str]:
+    return [c for c in spark.table(table).columns if not c.startswith("_cdc_")]
+
+
+def test_on_schema_change_decides_what_a_new_or_removed_column_does(
+    spark, dbt, lakehouse_home, clean_lakehouse
+) -> None:
+    for schema in ("silver", "ops"):
+        spark.sql(f"create schema if not exists {schema}")
+    history_columns = ["valid_from", "valid_to", "is_current"]
+    ingest_evolving(spark, 6, [(1, "c", 1, "ann"), (2, "c", 2, "bo")])
+    evolve(dbt, lakehouse_home, 7, "base")
+    assert columns_of(spark, EVOLVING) == ["id", "name"]
+
+    # fail: the new column fails the run, naming it; nothing is written.
+    ingest_evolving(spark, 7, [(1, "u", 3, "anna")])
+    before = {table: version(spark, table) for table in (EVOLVING, EVOLVING_HISTORY)}
+    messages = evolve(dbt, lakehouse_home, 8, "added", evolving_mode="fail", expect_fail=True)
+    assert (
+        "the model's columns differ from silver.evolving_merge's (added: name_length; "
+        "removed: none) and on_schema_change is 'fail'" in messages
+    )
+    assert {table: version(spark, table) for table in before} == before
+
+    # ignore: the run merges the window; the tables keep their columns.
+    evolve(dbt, lakehouse_home, 8, "added", evolving_mode="ignore")
+    assert columns_of(spark, EVOLVING) == ["id", "name"]
+    assert read_rows(spark, EVOLVING, "id, name") == [(1, "anna"), (2, "bo")]
+    assert columns_of(spark, EVOLVING_HISTORY) == ["id", "name", *history_columns]
+
+    # append_new_columns: added to the table and the history, null for older rows.
+    ingest_evolving(spark, 8, [(2, "u", 4, "bob")])
+    evolve(dbt, lakehouse_home, 9, "added")
+    assert columns_of(spark, EVOLVING) == ["id", "name", "name_length"]
+    expected = [(1, "anna", None), (2, "bob", 3)]
+    assert read_rows(spark, EVOLVING, "id, name, name_length") == expected
+    assert read_rows(spark, EVOLVING_HISTORY, "id, name, name_length, is_current") == [
+        (1, "ann", None, False),
+        (1, "anna", None, True),
+        (2, "bo", None, False),
+        (2, "bob", 3, True),
+    ]
+
+    # sync_all_columns: the column the model no longer selects is dropped.
+    ingest_evolving(spark, 9, [(1, "u", 5, "annie")])
+    evolve(dbt, lakehouse_home, 10, "dropped", evolving_mode="sync_all_columns")
+    assert columns_of(spark, EVOLVING) == ["id", "name_length"]
+    assert read_rows(spark, EVOLVING, "id, name_length") == [(1, 5), (2, 3)]
+    assert columns_of(spark, EVOLVING_HISTORY) == ["id", *history_columns, "name_length"]
+    assert columns_of(spark, f"{EVOLVING_HISTORY}__changes") == ["id", "name_length"]
+    # Versions that differed only in the dropped column are one now, as a full refresh
+    # would build them: every key's history was recomputed.
+    assert read_rows(spark, EVOLVING_HISTORY, "id, name_length, is_current") == [
+        (1, None, False),
+        (1, 5, True),
+        (2, None, False),
+        (2, 3, True),
+    ]
+
+    # grants: applied after the table is written, as dbt-spark applies them; open
+    # source Spark has no SHOW GRANTS or GRANT, so the run fails there with Spark's own
+    # message.
+    ingest_evolving(spark, 10, [(2, "d", 6, None)])
+    grants = {"select": ["analyst"]}
+    messages = evolve(
+        dbt,
+        lakehouse_home,
+        11,
+        "dropped",
+        "evolving_merge",
+        evolving_grants=grants,
+        expect_fail=True,
+    )
+    # dbt first reads the existing table's grants (to revoke the ones not configured).
+    assert "Syntax error at or near 'on': missing 'FUNCTIONS'" in messages, messages
+    assert read_rows(spark, EVOLVING, "id, name_length") == [(1, 5)]

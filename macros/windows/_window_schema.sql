@@ -1,0 +1,119 @@
+{#- Private: a windowed model's columns against its tables (`on_schema_change`). -#}
+
+{#-
+    Compares the model's carried columns with its table's (`relations`: the table
+    first, then side tables that carry the same columns, e.g. the history's change
+    store) and applies `on_schema_change`:
+    - `append_new_columns` (the default): a new column is added to each table, null
+      for the rows already there; a column the model no longer selects stays, and the
+      rows written from now on hold null in it (a merge leaves an updated row's old
+      value);
+    - `ignore`: the tables keep their columns; a new column is not written;
+    - `fail`: any added or removed column fails the run, naming them;
+    - `sync_all_columns`: new columns are added and removed ones dropped (Delta column
+      mapping is switched on for that, once).
+    In every mode, a column whose type changed, a key the table lacks, or a changed
+    `sequence_by` fails the run: they need a full refresh. Returns the columns the run
+    writes (`columns`, with `carried` narrowed under `ignore`) and `dropped`, the
+    columns dropped from the model's table.
+-#}
+{% macro _window_sync_columns(relations, changes, columns, options) -%}
+    {%- set mode = options.on_schema_change -%}
+    {%- set sequence_type = _cdc_sequence_type(changes, options)
+        if options.get('sequence_by') else none -%}
+    {%- set owned = options.get('reserved', []) | map('lower') | list -%}
+    {%- if options.get('delete_mode') == 'soft' -%}
+        {%- do owned.append(options.soft_delete_column | lower) -%}
+    {%- endif -%}
+    {%- set model_names = columns.carried | map(attribute='name') | map('lower') | list -%}
+    {%- set result = {'carried': columns.carried, 'dropped': []} -%}
+    {%- for relation in relations -%}
+        {%- set existing = {} -%}
+        {%- set table_names = [] -%}
+        {%- for column in _cdc_describe(relation) -%}
+            {%- do existing.update({column.name | lower: column.type}) -%}
+            {%- if not column.name.startswith('_cdc_') and column.name | lower not in owned -%}
+                {%- do table_names.append(column.name) -%}
+            {%- endif -%}
+        {%- endfor -%}
+        {%- if sequence_type is not none and existing.get('_cdc_sequence') != sequence_type -%}
+            {{ _cdc_config_error(options.label, "sequence_by changed (the table's sequence is "
+                ~ existing.get('_cdc_sequence') ~ ", the model's " ~ sequence_type
+                ~ "); run with --full-refresh") }}
+        {%- endif -%}
+        {%- for key in columns.get('keys', []) if key.name | lower not in existing -%}
+            {{ _cdc_config_error(options.label, "key column '" ~ key.name ~ "' is not in "
+                ~ relation ~ " (unique_key changed); run with --full-refresh") }}
+        {%- endfor -%}
+        {%- set added = [] -%}
+        {%- for column in columns.carried -%}
+            {%- set current = existing.get(column.name | lower) -%}
+            {%- if current is none -%}
+                {%- do added.append(column) -%}
+            {%- elif current != column.type -%}
+                {{ _cdc_config_error(options.label, "column '" ~ column.name
+                    ~ "' changed type from " ~ current ~ " to " ~ column.type
+                    ~ "; run with --full-refresh") }}
+            {%- endif -%}
+        {%- endfor -%}
+        {%- set removed = table_names | reject('in', model_names) | list -%}
+        {%- set added_names = added | map(attribute='name') | list -%}
+        {%- if mode == 'fail' and (added or removed) -%}
+            {{ _cdc_config_error(options.label, "the model's columns differ from "
+                ~ relation ~ "'s (added: " ~ (added_names | join(', ') or 'none')
+                ~ "; removed: " ~ (removed | join(', ') or 'none')
+                ~ ") and on_schema_change is 'fail'; set on_schema_change to "
+                ~ "'append_new_columns' or 'sync_all_columns', or run with --full-refresh") }}
+        {%- elif mode == 'ignore' -%}
+            {%- if loop.first and added -%}
+                {%- do result.update({'carried': columns.carried
+                    | rejectattr('name', 'in', added_names) | list}) -%}
+                {{ log(options.label ~ ": on_schema_change 'ignore': not written: "
+                    ~ added_names | join(', '), info=true) }}
+            {%- endif -%}
+        {%- else -%}
+            {%- if added -%}
+                {%- set definitions = [] -%}
+                {%- for column in added -%}
+                    {%- do definitions.append('`' ~ column.name ~ '` ' ~ column.type) -%}
+                {%- endfor -%}
+                {%- do run_query("alter table " ~ relation ~ " add columns ("
+                    ~ definitions | join(', ') ~ ")") -%}
+                {{ log(options.label ~ ": added to " ~ relation ~ ": "
+                    ~ definitions | join(', '), info=true) }}
+            {%- endif -%}
+            {%- if mode == 'sync_all_columns' and removed -%}
+                {%- do _window_drop_columns(relation, removed) -%}
+                {%- if loop.first -%}
+                    {%- do result.update({'dropped': removed}) -%}
+                {%- endif -%}
+                {{ log(options.label ~ ": dropped from " ~ relation ~ ": "
+                    ~ removed | join(', '), info=true) }}
+            {%- endif -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- set synced = {} -%}
+    {%- do synced.update(columns) -%}
+    {%- do synced.update(result) -%}
+    {{ return(synced) }}
+{%- endmacro %}
+
+{#- Drops columns of a Delta table; dropping needs column mapping by name, switched on
+    here the first time (a metadata-only commit: the data files stay as they are). -#}
+{% macro _window_drop_columns(relation, names) -%}
+    {%- set mapping = {'mode': none} -%}
+    {%- for row in run_query("show tblproperties " ~ relation) -%}
+        {%- if row[0] == 'delta.columnMapping.mode' -%}
+            {%- do mapping.update({'mode': row[1]}) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- if mapping.mode != 'name' -%}
+        {%- do run_query("alter table " ~ relation
+            ~ " set tblproperties ('delta.columnMapping.mode' = 'name')") -%}
+    {%- endif -%}
+    {%- set quoted = [] -%}
+    {%- for name in names -%}
+        {%- do quoted.append('`' ~ name ~ '`') -%}
+    {%- endfor -%}
+    {%- do run_query("alter table " ~ relation ~ " drop columns (" ~ quoted | join(', ') ~ ")") -%}
+{%- endmacro %}

@@ -24,7 +24,7 @@
             config.get('liquid_clustered_by'), 'liquid_clustered_by', label),
         'tblproperties': config.get('tblproperties') or {},
         'location_root': config.get('location_root'),
-        'on_schema_change': config.get('on_schema_change') or 'append_new_columns',
+        'on_schema_change': _window_schema_mode(model, config),
         'grants': config.get('grants'),
     } -%}
     {%- set schema_modes = ['append_new_columns', 'ignore', 'fail', 'sync_all_columns'] -%}
@@ -54,6 +54,18 @@
             ~ options.exclude_columns ~ "'") }}
     {%- endif -%}
     {{ return(options) }}
+{%- endmacro %}
+
+{#- `on_schema_change` as the model sets it (in its SQL, YAML or dbt_project.yml), else
+    `append_new_columns`. Not `config.get` alone: dbt fills in its own default, `ignore`,
+    for every model, which would silently stop new columns. -#}
+{% macro _window_schema_mode(model, config) -%}
+    {%- set explicit = model['unrendered_config'] if model['unrendered_config'] is defined
+        else {} -%}
+    {%- if 'on_schema_change' in (explicit or {}) -%}
+        {{ return(config.get('on_schema_change') or 'append_new_columns') }}
+    {%- endif -%}
+    {{ return('append_new_columns') }}
 {%- endmacro %}
 
 {#- A config naming columns: none, a name, or a list of names; as a list. -#}
@@ -89,12 +101,7 @@
                 ~ "/" ~ relation.identifier ~ "'") -%}
         {%- endif -%}
         {%- if loop.first and options.tblproperties -%}
-            {%- set properties = [] -%}
-            {%- for key, value in options.tblproperties.items() -%}
-                {%- do properties.append("'" ~ key | replace("'", "") ~ "' = '"
-                    ~ value | string | replace("'", "") ~ "'") -%}
-            {%- endfor -%}
-            {%- do clauses.append("tblproperties (" ~ properties | join(', ') ~ ")") -%}
+            {%- do clauses.append(_delta_tblproperties_clause(options.tblproperties)) -%}
         {%- endif -%}
         {%- do run_query("create or replace table " ~ relation ~ " (" ~ definition
             ~ ") using delta " ~ clauses | join(' ')) -%}

@@ -2,13 +2,9 @@
 
 {#- The Spark type of the `sequence_by` struct, e.g. struct<lsn:bigint,line:int>. -#}
 {% macro _cdc_sequence_type(changes, options) -%}
-    {%- set probe = changes ~ '__sequence_probe' -%}
-    {%- do run_query("create or replace temporary view " ~ probe ~ " as select "
-        ~ _cdc_sequence_struct(options.sequence_by) ~ " as _cdc_sequence from "
-        ~ changes ~ " where false") -%}
-    {%- set sequence_type = (_cdc_describe(probe) | first).type -%}
-    {%- do run_query("drop view if exists " ~ probe) -%}
-    {{ return(sequence_type) }}
+    {%- set described = _cdc_describe("query select " ~ _cdc_sequence_struct(options.sequence_by)
+        ~ " as _cdc_sequence from " ~ changes) -%}
+    {{ return((described | first).type) }}
 {%- endmacro %}
 
 {#-
@@ -88,28 +84,28 @@
 {%- endmacro %}
 
 {#-
-    Caches the window's change rows as `batch`, quarantines the rows without a key or
-    sequence (a re-run replaces its window's quarantine rows, even with none to add),
-    and returns the counts of the batch.
+    Caches the change rows of the (open) window as `batch` and returns its counts and
+    `newest`, the greatest window value read (`_window_close`).
 -#}
-{% macro _cdc_merge_open_batch(changes, batch, quarantine, columns, options, plan, window, execution_time) -%}
+{% macro _cdc_merge_read_batch(changes, batch, columns, options, window) -%}
     {%- do _cdc_cache(batch, _cdc_merge_batch_sql(changes, columns, options, window)) -%}
-    {%- set summary = _cdc_merge_batch_summary(batch, options) -%}
+    {%- set row = run_query(
+        "select count(*), count_if(_cdc_quarantine_reason is not null), "
+        ~ "count_if(_cdc_is_truncate), "
+        ~ "count_if(_cdc_is_delete and not _cdc_is_truncate and _cdc_quarantine_reason is null), "
+        ~ "max(_cdc_window_value) "
+        ~ "from " ~ batch)[0] -%}
+    {{ return({'changes': row[0] | int, 'quarantined': row[1] | int,
+               'truncates': row[2] | int, 'deletes': row[3] | int, 'newest': row[4]}) }}
+{%- endmacro %}
+
+{#- Quarantines the batch's rows without a key or sequence; a re-run replaces its
+    window's quarantine rows, even with none to add. -#}
+{% macro _cdc_merge_quarantine_batch(quarantine, batch, columns, options, plan, window, execution_time, summary) -%}
     {%- if summary.quarantined > 0 or plan.kind == 'rerun' -%}
         {%- do run_query(_cdc_merge_quarantine_sql(
             quarantine, batch, columns, options, window, execution_time)) -%}
     {%- endif -%}
-    {{ return(summary) }}
-{%- endmacro %}
-
-{% macro _cdc_merge_batch_summary(batch, options) -%}
-    {%- set row = run_query(
-        "select count(*), count_if(_cdc_quarantine_reason is not null), "
-        ~ "count_if(_cdc_is_truncate), "
-        ~ "count_if(_cdc_is_delete and not _cdc_is_truncate and _cdc_quarantine_reason is null) "
-        ~ "from " ~ batch)[0] -%}
-    {{ return({'changes': row[0] | int, 'quarantined': row[1] | int,
-               'truncates': row[2] | int, 'deletes': row[3] | int}) }}
 {%- endmacro %}
 
 {#- Quarantined rows replace those of the same window: a re-run does not add copies. -#}

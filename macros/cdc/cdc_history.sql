@@ -34,7 +34,7 @@
 
     {{ run_hooks(pre_hooks) }}
 
-    {%- set prepared = _window_prepare(changes, sql, options, quarantine) -%}
+    {%- set prepared = _window_prepare(changes, sql, options) -%}
     {%- set columns = prepared.columns -%}
     {%- do _cdc_history_tracked(columns, options) -%}
     {%- set log = prepared.log -%}
@@ -50,16 +50,18 @@
     {%- set columns = _window_sync_columns([target, store], changes, columns, options) -%}
     {%- do columns.update({'tracked': _cdc_history_tracked(columns, options)}) -%}
 
-    {%- set run = _window_begin(log, options, execution_time, plan, changes, target,
+    {%- set window = _window_open(plan, options) -%}
+    {%- set summary = _cdc_merge_read_batch(changes, batch, columns, options, window) -%}
+    {%- set window = _window_close(window, plan, summary.newest) -%}
+    {%- set run = _window_begin(log, options, execution_time, plan, window, target,
         store) -%}
-    {%- set window = run.window -%}
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
     {#- A dropped column can make versions that differed only in it equal: every key's
         history is recomputed then, so it equals a full refresh's. -#}
     {%- if not window.is_empty or columns.dropped -%}
-        {%- set summary = _cdc_merge_open_batch(
-            changes, batch, quarantine, columns, options, plan, window, execution_time) -%}
         {%- do counts.update(summary) -%}
+        {%- do _cdc_merge_quarantine_batch(quarantine, batch, columns, options, plan, window,
+            execution_time, summary) -%}
         {%- set store_window = window.predicate
             | replace('`' ~ options.window_column ~ '`', '_cdc_window_value') -%}
         {%- do _cdc_cache(touched, _cdc_history_touched_sql(
@@ -73,10 +75,11 @@
             {{ _cdc_history_merge_sql(target, diff, columns) }}
         {%- endcall -%}
         {#- Each view reads the ones after it: dropped in this order. -#}
-        {%- for view in (diff, versions, touched, batch) -%}
+        {%- for view in (diff, versions, touched) -%}
             {%- do _cdc_uncache(view) -%}
         {%- endfor -%}
     {%- endif -%}
+    {%- do _cdc_uncache(batch) -%}
 
     {%- do _window_end(log, options, execution_time, plan, run, target, store, counts,
         changes) -%}

@@ -28,7 +28,7 @@
 
     {{ run_hooks(pre_hooks) }}
 
-    {%- set prepared = _window_prepare(changes, sql, options, quarantine) -%}
+    {%- set prepared = _window_prepare(changes, sql, options) -%}
     {%- set columns = prepared.columns -%}
     {%- set log = prepared.log -%}
     {%- set execution_time = prepared.execution_time -%}
@@ -40,14 +40,16 @@
     {%- do _window_restore(target, tombstones, plan, options) -%}
     {%- set columns = _window_sync_columns([target], changes, columns, options) -%}
 
-    {%- set run = _window_begin(log, options, execution_time, plan, changes, target,
+    {%- set window = _window_open(plan, options) -%}
+    {%- set summary = _cdc_merge_read_batch(changes, batch, columns, options, window) -%}
+    {%- set window = _window_close(window, plan, summary.newest) -%}
+    {%- set run = _window_begin(log, options, execution_time, plan, window, target,
         tombstones) -%}
-    {%- set window = run.window -%}
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
     {%- if not window.is_empty -%}
-        {%- set summary = _cdc_merge_open_batch(
-            changes, batch, quarantine, columns, options, plan, window, execution_time) -%}
         {%- do counts.update(summary) -%}
+        {%- do _cdc_merge_quarantine_batch(quarantine, batch, columns, options, plan, window,
+            execution_time, summary) -%}
         {%- if summary.truncates > 0 -%}
             {%- do run_query(_cdc_merge_truncate_sql(target, batch, options)) -%}
         {%- endif -%}
@@ -57,8 +59,8 @@
         {%- if summary.truncates > 0 or (summary.deletes > 0 and options.delete_mode == 'hard') -%}
             {%- do run_query(_cdc_merge_tombstones_sql(tombstones, batch, columns, options)) -%}
         {%- endif -%}
-        {%- do _cdc_uncache(batch) -%}
     {%- endif -%}
+    {%- do _cdc_uncache(batch) -%}
 
     {%- do _window_end(log, options, execution_time, plan, run, target, tombstones, counts,
         changes) -%}

@@ -53,18 +53,20 @@
 {%- endmacro %}
 
 {#- Counts of a flagged batch: total, kept, and per filter first-match and failed. -#}
-{% macro _filter_batch_counts(batch, filters) -%}
-    {%- set expressions = ["count(*)", "count_if(_filter_failed is null)"] -%}
+{% macro _filter_batch_counts(batch, filters, window_column) -%}
+    {%- set expressions = ["count(*)", "count_if(_filter_failed is null)",
+                           "max(`" ~ window_column ~ "`)"] -%}
     {%- for filter in filters -%}
         {%- do expressions.append("count_if(_filter_failed = '" ~ filter.name ~ "')") -%}
         {%- do expressions.append("count_if(_filter_flags[" ~ loop.index0 ~ "])") -%}
     {%- endfor -%}
     {%- set row = run_query("select " ~ expressions | join(", ") ~ " from " ~ batch)[0] -%}
-    {%- set counts = {'total': row[0] | int, 'kept': row[1] | int, 'filters': []} -%}
+    {%- set counts = {'total': row[0] | int, 'kept': row[1] | int, 'newest': row[2],
+                      'filters': []} -%}
     {%- for filter in filters -%}
         {%- do counts.filters.append({
             'name': filter.name, 'position': loop.index, 'kind': 'filter',
-            'rejected': row[2 * loop.index] | int, 'failed': row[2 * loop.index + 1] | int,
+            'rejected': row[2 * loop.index + 1] | int, 'failed': row[2 * loop.index + 2] | int,
             'total': counts.total}) -%}
     {%- endfor -%}
     {{ return(counts) }}

@@ -36,7 +36,7 @@
 
     {{ run_hooks(pre_hooks) }}
 
-    {%- set prepared = _window_prepare(changes, sql, options, quarantine) -%}
+    {%- set prepared = _window_prepare(changes, sql, options) -%}
     {%- set columns = prepared.columns -%}
     {%- set log = prepared.log -%}
     {%- set execution_time = prepared.execution_time -%}
@@ -51,21 +51,16 @@
     {%- do _window_restore(target, quarantine, plan, options) -%}
     {%- set columns = _window_sync_columns([target], changes, columns, options) -%}
 
-    {%- set run = _window_begin(log, options, execution_time, plan, changes, target,
+    {%- set window = _window_open(plan, options) -%}
+    {%- do _cdc_cache(batch, filter_interceptor(
+        "(select * from " ~ changes ~ " where " ~ window.predicate ~ ")",
+        options.filters, options.filter_mode, options.label)) -%}
+    {%- set counts = _filter_batch_counts(batch, options.filters, options.window_column) -%}
+    {%- set window = _window_close(window, plan, counts.newest) -%}
+    {%- set run = _window_begin(log, options, execution_time, plan, window, target,
         quarantine) -%}
-    {%- set window = run.window -%}
-    {%- set counts = {'total': 0, 'kept': 0, 'filters': []} -%}
     {%- set duplicates = {'removed': 0} -%}
-    {%- if window.is_empty -%}
-        {%- for filter in options.filters -%}
-            {%- do counts.filters.append({'name': filter.name, 'position': loop.index,
-                'kind': 'filter', 'rejected': 0, 'failed': 0, 'total': 0}) -%}
-        {%- endfor -%}
-    {%- else -%}
-        {%- do _cdc_cache(batch, filter_interceptor(
-            "(select * from " ~ changes ~ " where " ~ window.predicate ~ ")",
-            options.filters, options.filter_mode, options.label)) -%}
-        {%- do counts.update(_filter_batch_counts(batch, options.filters)) -%}
+    {%- if not window.is_empty -%}
         {%- if counts.total > counts.kept or plan.kind == 'rerun' -%}
             {%- do run_query(_filter_quarantine_sql(
                 quarantine, batch, columns, options, window, execution_time)) -%}
@@ -78,8 +73,8 @@
             {%- set inserted = metrics[0][metrics.column_names.index('num_inserted_rows')] | int -%}
             {%- do duplicates.update({'removed': counts.kept - inserted}) -%}
         {%- endif -%}
-        {%- do _cdc_uncache(batch) -%}
     {%- endif -%}
+    {%- do _cdc_uncache(batch) -%}
     {%- set stats = counts.filters -%}
     {%- if options.unique_key -%}
         {%- do stats.append({'name': 'duplicate_' ~ options.unique_key | join('_'),

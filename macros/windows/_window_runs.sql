@@ -6,8 +6,8 @@
     A window is a range of commit versions of the model's input: the rows whose
     `window_column` (default `_bronze_version`, the Delta commit that wrote the row to
     Bronze: `_metadata.row_commit_version`, selected by every staging model) is after
-    the last commit the table absorbed and at most the newest commit present when the
-    run starts. Commit versions only grow, whatever the clocks of the writers say, so a
+    the last commit the table absorbed, up to the newest commit among the rows the run
+    reads (`_window_open`, `_window_close`). Commit versions only grow, whatever the clocks of the writers say, so a
     row is read by exactly one window: a clock stepped back, two hosts' skew, or a
     second writer appending to the same Bronze table lose nothing.
 
@@ -83,26 +83,32 @@
 -#}
 {% macro _window_plan(log, options, execution_time, fresh) -%}
     {%- set fmt = _window_timestamp_format() -%}
+    {%- set rows = run_query(
+        "select date_format(execution_time, '" ~ fmt ~ "'), status, window_start, "
+        ~ "window_end, base_version, side_base_version, version_after, "
+        ~ "side_version_after, run_kind, attempt_id from " ~ log
+        ~ " where model = '" ~ options.model ~ "' order by recorded_at, attempt_id") -%}
+    {%- set succeeded = {} -%}
+    {%- for row in rows if row[1] == 'succeeded' -%}
+        {%- do succeeded.update({row[9]: row}) -%}
+    {%- endfor -%}
     {%- set attempts = [] -%}
-    {%- for row in run_query(
-        "select date_format(s.execution_time, '" ~ fmt ~ "'), coalesce(f.status, s.status), "
-        ~ "s.window_start, s.window_end, s.base_version, s.side_base_version, "
-        ~ "f.version_after, f.side_version_after, s.run_kind "
-        ~ "from " ~ log ~ " as s left join " ~ log ~ " as f on f.model = s.model "
-        ~ "and f.attempt_id = s.attempt_id and f.status = 'succeeded' "
-        ~ "where s.model = '" ~ options.model ~ "' and s.status = 'started' "
-        ~ "order by s.recorded_at, s.attempt_id"
-    ) -%}
+    {%- for row in rows if row[1] == 'started' -%}
         {%- if row[8] == 'create' -%}
             {%- do attempts.clear() -%}
         {%- endif -%}
+        {%- set done = succeeded.get(row[9]) -%}
         {%- do attempts.append({
-            'execution_time': row[0], 'status': row[1],
+            'execution_time': row[0], 'status': 'started' if done is none else 'succeeded',
             'start': _window_point(row[2]), 'end': _window_point(row[3]),
             'base': row[4] | int, 'side_base': row[5] | int,
-            'after': _window_point(row[6]), 'side_after': _window_point(row[7]),
+            'after': none if done is none else _window_point(done[6]),
+            'side_after': none if done is none else _window_point(done[7]),
         }) -%}
     {%- endfor -%}
+    {%- if not fresh and not rows -%}
+        {%- do _window_check_legacy(options) -%}
+    {%- endif -%}
     {%- if fresh -%}
         {%- do attempts.clear() -%}
     {%- endif -%}
@@ -145,27 +151,40 @@
     {{ return(plan) }}
 {%- endmacro %}
 
-{#- The rows this run reads: (start, end] on the window column, the commit versions of
-    the input; a new window ends at the newest commit present now. -#}
-{% macro _window_bounds(changes, window_column, plan) -%}
-    {%- set start = plan.start -%}
-    {%- set column = '`' ~ window_column ~ '`' -%}
+{#-
+    The rows this run reads, (start, end] on the window column (the input's commit
+    versions). Before reading, a new window is open-ended (`_window_open`: every row
+    committed after `start`); its end is the newest commit among the rows it read
+    (`_window_close`), so the input is scanned once per run. A re-run reads its
+    recorded window again.
+-#}
+{% macro _window_open(plan, options) -%}
+    {{ return(_window_range(plan.start, plan.end if plan.kind == 'rerun' else none,
+        options.window_column, plan.kind == 'rerun')) }}
+{%- endmacro %}
+
+{#- The window once its rows are read (`newest`: the greatest window value among
+    them, none if none); empty when it ends where it starts. -#}
+{% macro _window_close(window, plan, newest) -%}
     {%- if plan.kind == 'rerun' -%}
-        {%- set end = plan.end -%}
-    {%- else -%}
-        {%- set after = "" if start is none else " where " ~ column ~ " > " ~ start -%}
-        {%- set newest = _window_point(run_query(
-            "select max(" ~ column ~ ") from " ~ changes ~ after).columns[0].values()[0]) -%}
-        {%- set end = start if newest is none else newest -%}
+        {{ return(window) }}
     {%- endif -%}
+    {%- set end = window.start if newest is none else newest | int -%}
+    {{ return(_window_range(window.start, end, window.column, true)) }}
+{%- endmacro %}
+
+{% macro _window_range(start, end, window_column, closed) -%}
+    {%- set column = '`' ~ window_column ~ '`' -%}
     {%- set conditions = [] -%}
     {%- if start is not none -%}
         {%- do conditions.append(column ~ " > " ~ start) -%}
     {%- endif -%}
-    {%- do conditions.append(column ~ " <= " ~ _window_sql_point(end)) -%}
+    {%- if closed -%}
+        {%- do conditions.append(column ~ " <= " ~ _window_sql_point(end)) -%}
+    {%- endif -%}
     {{ return({
-        'start': start, 'end': end, 'is_empty': end == start,
-        'predicate': conditions | join(' and '),
+        'start': start, 'end': end, 'is_empty': closed and end == start,
+        'column': window_column, 'predicate': conditions | join(' and ') or 'true',
     }) }}
 {%- endmacro %}
 
@@ -201,12 +220,11 @@
 {%- endmacro %}
 
 {#-
-    The start of a run: its window, the versions it starts from (the table's and its
-    side table's), recorded as `started`. With nothing in the window, the run's main
-    statement says so and nothing is written.
+    The start of a run, once its window is closed: the versions it starts from (the
+    table's and its side table's), recorded as `started` before anything is written.
+    With nothing in the window, the run's main statement says so and nothing is written.
 -#}
-{% macro _window_begin(log, options, execution_time, plan, changes, target, side) -%}
-    {%- set window = _window_bounds(changes, options.window_column, plan) -%}
+{% macro _window_begin(log, options, execution_time, plan, window, target, side) -%}
     {%- set run = {'window': window, 'base': _delta_version(target),
                    'side_base': _delta_version(side)} -%}
     {%- do _window_record(log, 'started', options, execution_time, plan, window,
@@ -232,6 +250,24 @@
     {%- do apply_grants(target, options.grants, should_revoke=options.revoke_grants) -%}
 {%- endmacro %}
 
+{#-
+    A table with no run in `ops.window_runs` was built by a version of the project whose
+    windows were on ingestion time (its quarantine's `window_value` a timestamp): it is
+    refused with the fix, one full refresh. Checked only then (`_window_plan`).
+-#}
+{% macro _window_check_legacy(options) -%}
+    {%- set quarantine = _window_side_relation('__quarantine') -%}
+    {%- if load_relation(quarantine) is not none -%}
+        {%- for column in _cdc_describe(quarantine)
+                if column.name == 'window_value' and column.type != 'bigint' -%}
+            {{ _cdc_config_error(options.label, quarantine ~ " has windows on ingestion "
+                ~ "time (window_value " ~ column.type ~ "), from an earlier version of the "
+                ~ "project; windows are now Bronze commit versions: rebuild the model "
+                ~ "once with --full-refresh") }}
+        {%- endfor -%}
+    {%- endif -%}
+{%- endmacro %}
+
 {#- A side table of the model's table: `<model><suffix>` (tombstones, quarantine, ...). -#}
 {% macro _window_side_relation(suffix) -%}
     {{ return(this.incorporate(path={'identifier': this.identifier ~ suffix}, type='table')) }}
@@ -240,11 +276,9 @@
 {#-
     The start of every windowed materialization: the model's rows, unfiltered, as the
     view `changes` (its columns decide the table's), whether the table is built afresh,
-    the run log, and the run's execution time. A table built by a version of the project
-    whose windows were on ingestion time (its quarantine's `window_value` a timestamp)
-    is refused with the fix: one full refresh.
+    the run log, and the run's execution time.
 -#}
-{% macro _window_prepare(changes, sql, options, quarantine) -%}
+{% macro _window_prepare(changes, sql, options) -%}
     {%- do run_query('create or replace temporary view ' ~ changes ~ ' as ' ~ sql) -%}
     {%- set existing = _cdc_existing_is_delta(this, options) -%}
     {%- set prepared = {
@@ -254,15 +288,6 @@
     } -%}
     {%- do options.update({'revoke_grants': should_revoke(
         existing, full_refresh_mode=should_full_refresh())}) -%}
-    {%- if not prepared.fresh and load_relation(quarantine) is not none -%}
-        {%- for column in _cdc_describe(quarantine)
-                if column.name == 'window_value' and column.type != 'bigint' -%}
-            {{ _cdc_config_error(options.label, quarantine ~ " has windows on ingestion "
-                ~ "time (window_value " ~ column.type ~ "), from an earlier version of the "
-                ~ "project; windows are now Bronze commit versions: rebuild the model "
-                ~ "once with --full-refresh") }}
-        {%- endfor -%}
-    {%- endif -%}
     {%- do _window_log_ensure(prepared.log) -%}
     {%- do prepared.update({'execution_time': _window_execution_time(
         var('execution_time', none), options.label)}) -%}

@@ -147,9 +147,11 @@ def parse_layout(block: object, key: tuple[str, ...], where: str) -> DmsLayout:
         else:
             columns.append(DmsColumn(name, kind))
     names = [c.name for c in columns]
+    if OP_COLUMN in names:
+        raise ValueError(f"{where}: `{OP_COLUMN}` is DMS's own first field: not in `columns`")
     repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated or OP_COLUMN in names:
-        raise ValueError(f"{where}: columns declared twice: {repeated or [OP_COLUMN]}")
+    if repeated:
+        raise ValueError(f"{where}: columns declared twice: {repeated}")
     for role, name in ((r, n) for n, r in specials.items() if n is not None):
         if name not in names:
             raise ValueError(f"{where}: the {role} column `{name}` is not in `columns`")
@@ -292,11 +294,7 @@ def _parse_csv(
     values = [_from_text(F.col("_texts")[c.name], c.type).alias(c.name) for c in layout.columns]
     typed = parsed.select("*", F.struct(*values).alias("_values"))
     record_checks: list[bronze.Check] = [
-        (
-            size > max_record_bytes,
-            "too_large",
-            F.format_string(f"%d bytes, over the limit of {max_record_bytes}", size),
-        ),
+        _size_check(size, max_record_bytes),
         (
             F.concat_ws(layout.delimiter, F.col("_tokens")) != text,
             "malformed_csv",
@@ -381,15 +379,15 @@ def _parse_parquet(
         F.col(OP_COLUMN).alias("_op"),
         F.struct(*[c.name for c in layout.columns]).alias("_values"),
     )
-    size = F.octet_length(F.col("_raw"))
-    checks: list[bronze.Check] = [
-        (
-            size > max_record_bytes,
-            "too_large",
-            F.format_string(f"%d bytes, over the limit of {max_record_bytes}", size),
-        )
-    ]
-    return parsed, checks, []
+    return parsed, [_size_check(F.octet_length(F.col("_raw")), max_record_bytes)], []
+
+
+def _size_check(size: Column, max_record_bytes: int) -> bronze.Check:
+    return (
+        size > max_record_bytes,
+        "too_large",
+        F.format_string(f"%d bytes, over the limit of {max_record_bytes}", size),
+    )
 
 
 # --- the Bronze row --------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """AWS DMS files end to end: the blog's users as DMS CSV, its articles as DMS Parquet,
 landed, ingested by python_jobs.ingest, built by the same silver models as Debezium's
-events (current state and history), with exact rows.
+events (current state; history of the users), with exact rows.
 
 The topics are the contract's two CDC topics with the same Bronze tables, declared in
 a registry of the test's own in DMS formats (as an operator's topics.yml would), so the
@@ -15,7 +15,6 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
 
 from python_jobs import bronze, ingest
 from python_jobs.topics import load_topics
@@ -231,8 +230,9 @@ def test_dms_csv_and_parquet_files_build_the_silver_current_state_and_history(
     )
 
     # The models and their data tests (the staging tests check one row per position
-    # and key); their dbt unit tests run in every project build.
-    models = ("+users", "+users_history", "+articles", "+articles_history")
+    # and key); their dbt unit tests run in every project build. Versions of the CSV
+    # table: the history model reads the Parquet table's Bronze rows alike.
+    models = ("+users", "+users_history", "+articles")
     dbt("build", "--select", *models, "--exclude", "test_type:unit")
 
     users = spark.table("silver.users").select(
@@ -275,13 +275,3 @@ def test_dms_csv_and_parquet_files_build_the_silver_current_state_and_history(
          2024100110000000),
         (12, "Final title", "draft", None, _t("2024-10-01 10:30"), 2024100110300000),
     ]  # fmt: skip
-    versions = spark.table("silver.articles_history").select(
-        "article_id", "title", "status", "valid_from", "valid_to", "is_current"
-    )
-    assert sorted(tuple(r) for r in versions.orderBy(F.col("valid_from")).collect()) == [
-        (10, "Hello", "draft", loaded, _t("2024-10-01 10:00"), False),
-        (10, "Hello", "published", _t("2024-10-01 10:00"), None, True),
-        (11, "Deep dive", "published", loaded, _t("2024-10-01 10:20"), False),
-        (12, "Draft title", "draft", _t("2024-10-01 10:10"), _t("2024-10-01 10:30"), False),
-        (12, "Final title", "draft", _t("2024-10-01 10:30"), None, True),
-    ]

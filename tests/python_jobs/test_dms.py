@@ -16,7 +16,8 @@ import pytest
 from python_jobs import bronze, dms, ingest
 from python_jobs.topics import load_topics
 
-ACCOUNTS = """
+# The registry entry of a topic in format {fmt}; its `dms:` block follows.
+ENTRY = """
 topics:
   - topic: shop.public.accounts
     kind: cdc
@@ -24,6 +25,10 @@ topics:
     key: [id]
     table: shop_public_accounts
     dms:
+"""
+ACCOUNTS = (
+    ENTRY
+    + """\
       columns:
         - commit_ts
         - id bigint
@@ -38,6 +43,7 @@ topics:
       commit_timestamp: commit_ts
       before_image_prefix: BI_
 """
+)
 TOPIC = "shop.public.accounts"
 COLUMNS = (
     "commit_ts string, id bigint, email string, balance decimal(12,2), opened_on date,"
@@ -254,20 +260,16 @@ def test_bad_csv_records_go_to_the_dead_letters_with_their_reason(spark, tmp_pat
     ]  # fmt: skip
 
 
-SEQUENCED = """
-topics:
-  - topic: shop.public.accounts
-    kind: cdc
-    format: {fmt}
-    key: [id]
-    table: shop_public_accounts
-    dms:
+SEQUENCED = (
+    ENTRY
+    + """\
       columns: [id bigint, email string, seq]
       change_sequence: seq
       delimiter: ";"
       null_value: "NULL"
       rfc4180: false
 """
+)
 
 
 def test_a_change_sequence_positions_changes_whatever_the_file_name(spark, tmp_path) -> None:

@@ -223,13 +223,23 @@ def with_file_positions(rows: DataFrame) -> DataFrame:
 def csv_records(lines: DataFrame) -> DataFrame:
     """Numbered lines (``bronze.LINE_SCHEMA``) to CSV records, same columns: a quoted
     field may hold line breaks (DMS quotes such values, RFC 4180: its default), so a
-    line that leaves a quote open continues on the next. A record keeps its lines joined by
-    `\\n` and the number of its first line. (An unclosed quote takes the rest of its
-    file into one record, which then fails to parse.)"""
+    line that leaves a quote open continues on the next. A record keeps its lines joined
+    by `\\n` and the number of its first line. (An unclosed quote takes the rest of its
+    file into one record, which then fails to parse.) Only the files with a line of an
+    odd number of quotes are joined (a window over each file's lines); in the others a
+    line is a record."""
     raw = F.col("_raw")
     odd = ((F.length(raw) - F.length(F.regexp_replace(raw, '"', ""))) % 2).cast("int")
+    flagged = (
+        lines.select("_source_file", odd.alias("_odd"))
+        .where("_odd = 1")
+        .select("_source_file")
+        .distinct()
+    )
+    single = lines.join(F.broadcast(flagged), "_source_file", "left_anti")
+    spanning = lines.join(F.broadcast(flagged), "_source_file", "left_semi")
     in_file = Window.partitionBy("_source_file").orderBy("_line_number")
-    opened = lines.select(
+    opened = spanning.select(
         *bronze.LINE_COLUMNS,
         F.coalesce(
             F.sum(odd).over(in_file.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)
@@ -247,56 +257,75 @@ def csv_records(lines: DataFrame) -> DataFrame:
         F.min("_line_number").alias("_line_number"),
         F.sort_array(F.collect_list(F.struct("_line_number", "_raw"))).alias("_lines"),
     )
-    return grouped.select(
+    joined = grouped.select(
         F.concat_ws("\n", F.col("_lines._raw")).alias("_raw"),
         *bronze.LINE_COLUMNS[1:],
     )
+    return single.select(*bronze.LINE_COLUMNS).unionByName(joined)
+
+
+def _value(index: int) -> str:
+    """The column of a record's `index`-th declared field, typed (its text: `_text_`).
+    Top-level columns, not a struct: Spark inlines a struct's fields into every place
+    that reads them, and each is read several times."""
+    return f"_value_{index}"
+
+
+def _values(layout: DmsLayout) -> dict[str, Column]:
+    return {c.name: F.col(_value(i)) for i, c in enumerate(layout.columns)}
 
 
 def _parse_csv(
     records: DataFrame, layout: DmsLayout, max_record_bytes: int
 ) -> tuple[DataFrame, list[bronze.Check], list[bronze.Check]]:
-    """CSV records to `_op` (the `Op` text or null) and `_values` (the declared
-    columns, typed), with the checks on the record (before the Op's) and on its values
-    (after)."""
-    raw = F.col("_raw")
-    size = F.octet_length(raw)
-    text = F.regexp_replace(raw, "\r$", "")
-    tokenized = records.select(
-        *bronze.LINE_COLUMNS,
-        F.when(size <= max_record_bytes, _tokens(text, layout)).alias("_tokens"),
-    )
+    """CSV records to `_op` (the `Op` text or null) and the declared fields (`_text_i`
+    as written, `_value_i` typed), with the checks on the record (before the Op's) and
+    on its values (after). The checks read `_load` (:func:`classify` adds it)."""
+    size = F.octet_length(F.col("_raw"))
+    text, tokens = F.col("_text"), F.col("_tokens")
     width = len(layout.columns)
-    count = F.size("_tokens")
-    load = _is_full_load(F.col("_source_file"))
-    # Full-load files have no Op unless IncludeOpForFullLoad; CDC files always have it.
-    has_op = count == width + 1
+    tokenized = (
+        records.select(
+            *bronze.LINE_COLUMNS, F.regexp_replace(F.col("_raw"), r"\r$", "").alias("_text")
+        )
+        .select("*", F.when(size <= max_record_bytes, _tokens(text, layout)).alias("_tokens"))
+        .select(
+            "*",
+            # Full-load files have no Op unless IncludeOpForFullLoad; CDC files always do.
+            (F.size(tokens) == width + 1).alias("_has_op"),
+        )
+    )
+    has_op = F.col("_has_op")
     offset = F.when(has_op, F.lit(1)).otherwise(F.lit(0))
+    fields = tokenized.select(
+        "*",
+        F.when(has_op, F.try_element_at(tokens, F.lit(1))).alias("_token_op"),
+        *[F.try_element_at(tokens, offset + (i + 1)).alias(f"_token_{i}") for i in range(width)],
+    )
 
-    def token(index: Column) -> Column:
-        value = F.try_element_at(F.col("_tokens"), index)
-        unquoted = F.regexp_replace(value.substr(F.lit(2), F.length(value) - 2), '""', '"')
+    def unquoted(name: str) -> Column:
+        value = F.col(name)
         if not layout.rfc4180:
             return F.when(value != F.lit(layout.null_value), value)
+        inside = F.regexp_replace(value.substr(F.lit(2), F.length(value) - 2), '""', '"')
         return (
-            F.when(value.startswith('"'), unquoted)
+            F.when(value.startswith('"'), inside)
             .when(value == F.lit(layout.null_value), F.lit(None))
             .otherwise(value)
         )
 
-    texts = [token(offset + (i + 1)).alias(c.name) for i, c in enumerate(layout.columns)]
-    parsed = tokenized.select(
-        *bronze.LINE_COLUMNS,
-        "_tokens",
-        F.when(has_op, token(F.lit(1))).alias("_op"),
-        F.struct(*texts).alias("_texts"),
-    )
-    values = [_from_text(F.col("_texts")[c.name], c.type).alias(c.name) for c in layout.columns]
-    typed = parsed.select("*", F.struct(*values).alias("_values"))
+    texts = [unquoted(f"_token_{i}").alias(f"_text_{i}") for i in range(width)]
+    parsed = fields.select("*", unquoted("_token_op").alias("_op"), *texts)
+    values = [
+        _from_text(F.col(f"_text_{i}"), c.type).alias(_value(i))
+        for i, c in enumerate(layout.columns)
+    ]
+    typed = parsed.select("*", *values)
+    count, load = F.size(tokens), F.col("_load")
     record_checks: list[bronze.Check] = [
         _size_check(size, max_record_bytes),
         (
-            F.concat_ws(layout.delimiter, F.col("_tokens")) != text,
+            F.concat_ws(layout.delimiter, tokens) != text,
             "malformed_csv",
             "not a CSV record: a quote inside an unquoted field, text after a closing "
             "quote, or a quote never closed",
@@ -312,8 +341,8 @@ def _parse_csv(
         ),
     ]
     value_checks: list[bronze.Check] = []
-    for column in layout.columns:
-        given, got = F.col("_texts")[column.name], F.col("_values")[column.name]
+    for i, column in enumerate(layout.columns):
+        given, got = F.col(f"_text_{i}"), F.col(_value(i))
         value_checks.append(
             (
                 given.isNotNull() & (got.isNull() | ~_exact(given, got, column.type)),
@@ -377,7 +406,7 @@ def _parse_parquet(
         "_source_file",
         (F.col("_row_index") + 1).cast("int").alias("_line_number"),
         F.col(OP_COLUMN).alias("_op"),
-        F.struct(*[c.name for c in layout.columns]).alias("_values"),
+        *[F.col(c.name).alias(_value(i)) for i, c in enumerate(layout.columns)],
     )
     return parsed, [_size_check(F.octet_length(F.col("_raw")), max_record_bytes)], []
 
@@ -395,17 +424,12 @@ def _size_check(size: Column, max_record_bytes: int) -> bronze.Check:
 
 def _file_name(path: Column) -> Column:
     """A landing file's name without its folders and extensions."""
-    return F.regexp_extract(path, r"([^/]*?)(\.csv|\.csv\.gz|\.parquet)?$", 1)
+    return F.regexp_replace(F.substring_index(path, "/", -1), r"\.(csv|csv\.gz|parquet)$", "")
 
 
-def _is_full_load(path: Column) -> Column:
-    return _file_name(path).startswith("LOAD")
-
-
-def _cdc_file_position(path: Column) -> Column:
+def _cdc_file_position(name: Column) -> Column:
     """A CDC file's time from its name, `yyyyMMdd-HHmmss` and any fraction digits,
     as the number yyyyMMddHHmmssffff (four fraction digits); null for another name."""
-    name = _file_name(path)
     pattern = r"^([0-9]{8})-([0-9]{6})([0-9]*)$"
     fraction = F.rpad(F.substring(F.regexp_extract(name, pattern, 3), 1, 4), 4, "0")
     digits = F.concat(
@@ -436,7 +460,7 @@ def _encode(value: Column, kind: str) -> Column:
 
 
 def _image(
-    values: Column, columns: tuple[DmsColumn, ...], names: list[str] | None = None
+    values: dict[str, Column], columns: tuple[DmsColumn, ...], names: list[str] | None = None
 ) -> Column:
     """A row image as JSON text: `columns`' values encoded, named `names` (default:
     their own names); nulls written as `null`, as Debezium's converter does."""
@@ -460,6 +484,8 @@ def classify(rows: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame:
     start with 16 digits), `missing_key` (every key column null). An update that
     changes the key (its before-image columns differ) gives two rows, a delete and an
     insert, each a record for the counts.
+
+    Built in stages of top-level columns, each computed once per record.
     """
     layout = topic.dms
     if layout is None:
@@ -471,33 +497,69 @@ def classify(rows: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame:
         parsed, record_checks, value_checks = _parse_parquet(
             rows, layout, topic.topic, max_record_bytes
         )
-    header = _Header.of(layout, F.col("_values"), F.col("_op"), F.col("_source_file"))
-    image = _image(F.col("_values"), layout.table_columns)
-    key_missing = F.coalesce(*[F.col("_values")[k] for k in topic.key]).isNull()
+    values = _values(layout)
+    path = F.col("_source_file")
+    sequence = values[layout.change_sequence] if layout.change_sequence else _null_text()
+    named = parsed.select("*", _file_name(path).alias("_file"))
+    located = named.select(
+        "*",
+        F.col("_file").startswith("LOAD").alias("_load"),
+        _cdc_file_position(F.col("_file")).alias("_cdc_file"),
+        (
+            values[layout.commit_timestamp].try_cast("timestamp")
+            if layout.commit_timestamp
+            else F.lit(None).cast("timestamp")
+        ).alias("_committed"),
+        sequence.alias("_sequence"),
+    )
+    load, op_text = F.col("_load"), F.col("_op")
+    from_sequence = F.when(
+        F.col("_sequence").rlike("^[0-9]{16}"), F.substring("_sequence", 1, 16).cast("bigint")
+    )
+    ops = F.create_map(*[F.lit(x) for pair in OPS.items() for x in pair])
+    headed = located.select(
+        "*",
+        F.when(load & (op_text.isNull() | (op_text == "I")), F.lit("r"))
+        .when(~load, F.element_at(ops, op_text))
+        .alias("_op_code"),
+        F.when(load, F.lit(0).cast("bigint"))
+        .otherwise(from_sequence if layout.change_sequence else F.col("_cdc_file"))
+        .alias("_position"),
+    )
     reason, detail = bronze._first_failure(
         [
             *record_checks,
-            *header.checks[:-1],
+            *_header_checks(layout),
             *value_checks,
-            header.checks[-1],
-            (key_missing, "missing_key", f"no key ({', '.join(topic.key)}) in the row"),
+            *_header_value_checks(layout, values),
+            (
+                F.coalesce(*[values[k] for k in topic.key]).isNull(),
+                "missing_key",
+                f"no key ({', '.join(topic.key)}) in the row",
+            ),
         ]
     )
-    labelled = parsed.select(
+    header = ["_committed", "_position", "_load", "_sequence"]
+    judged = headed.select(
         *bronze.LINE_COLUMNS,
+        *header,
+        "_op_code",
         reason.alias("_error_reason"),
         detail.alias("_error_detail"),
-        header.committed.alias("_committed"),
-        header.position.alias("_position"),
-        header.load.alias("_load"),
-        header.sequence.alias("_sequence"),
-        F.explode(_changes(topic, layout, header.op, image, reason.isNull())).alias("_change"),
+        _image(values, layout.table_columns).alias("_image"),
+        _before_image(layout, values).alias("_before"),
+        _moved(topic, layout, values).alias("_moved"),
+        _key(topic, layout, values).alias("_key"),
+        _key(topic, layout, values, before=True).alias("_old_key"),
+    )
+    labelled = judged.select(
+        *bronze.LINE_COLUMNS,
+        *header,
+        "_error_reason",
+        "_error_detail",
+        F.explode(_changes()).alias("_change"),
     )
     op = F.col("_change.op")
-    key_image = F.from_json(
-        F.when(op == "d", F.col("_change.before")).otherwise(F.col("_change.after")),
-        "map<string,string>",
-    )
     is_bronze = F.col("_error_reason").isNull()
 
     def bronze_only(value: Column, name: str) -> Column:
@@ -508,7 +570,7 @@ def classify(rows: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame:
         F.when(is_bronze, F.lit("bronze")).otherwise(F.lit("dead_letter")).alias("_status"),
         "_error_reason",
         "_error_detail",
-        bronze_only(bronze._key_json(key_image, topic.key), "record_key"),
+        bronze_only(bronze._key_json(F.col("_change.key"), topic.key), "record_key"),
         bronze_only(op, "op"),
         bronze_only(F.col("_change.before"), "before"),
         bronze_only(F.col("_change.after"), "after"),
@@ -525,117 +587,121 @@ def _null_text() -> Column:
     return F.lit(None).cast("string")
 
 
-@dataclass(frozen=True)
-class _Header:
-    """What a record says besides the row: full load or not, the op, the commit time,
-    the position; and the checks on them (the last one after the value checks)."""
+def _header_checks(layout: DmsLayout) -> list[bronze.Check]:
+    """The file's name, then the Op (on the columns `headed` adds in :func:`classify`)."""
+    load, op_text = F.col("_load"), F.col("_op")
+    return [
+        (
+            # With a change sequence, only full-load files are told by their name.
+            F.lit(not layout.change_sequence) & ~load & F.col("_cdc_file").isNull(),
+            "unknown_file_name",
+            F.concat(
+                F.lit("file '"),
+                F.col("_file"),
+                F.lit("' is neither a DMS full-load file (LOAD...) nor a CDC file "),
+                F.lit("(yyyyMMdd-HHmmss...)"),
+            ),
+        ),
+        (op_text.isNull() & ~load, "unknown_op", "Op is missing in a CDC file"),
+        (
+            F.col("_op_code").isNull(),
+            "unknown_op",
+            F.concat(
+                F.lit("Op '"),
+                op_text,
+                F.when(load, F.lit("' in a full-load file")).otherwise(
+                    F.lit("' is not one of I,U,D")
+                ),
+            ),
+        ),
+    ]
 
-    load: Column
-    op: Column
-    committed: Column
-    position: Column
-    sequence: Column
-    checks: list[bronze.Check]
 
-    @classmethod
-    def of(cls, layout: DmsLayout, values: Column, op_text: Column, path: Column) -> _Header:
-        load = _is_full_load(path)
-        op = F.when(load & (op_text.isNull() | (op_text == "I")), F.lit("r")).when(
-            ~load, F.element_at(F.create_map(*[F.lit(x) for p in OPS.items() for x in p]), op_text)
+def _header_value_checks(layout: DmsLayout, values: dict[str, Column]) -> list[bronze.Check]:
+    """The commit timestamp and the change sequence, after the columns' own checks."""
+    checks: list[bronze.Check] = []
+    if layout.commit_timestamp:
+        text = values[layout.commit_timestamp]
+        checks.append(
+            (
+                text.isNotNull() & F.col("_committed").isNull(),
+                "invalid_value",
+                F.concat(F.lit(f"{layout.commit_timestamp}: '"), text, F.lit("' is not a time")),
+            )
         )
-        cdc_file = _cdc_file_position(path)
-        checks: list[bronze.Check] = [
+    if layout.change_sequence:
+        checks.append(
             (
-                # With a change sequence, only full-load files are told by their name.
-                F.lit(not layout.change_sequence) & ~load & cdc_file.isNull(),
-                "unknown_file_name",
+                ~F.col("_load") & F.col("_position").isNull(),
+                "invalid_value",
                 F.concat(
-                    F.lit("file '"),
-                    _file_name(path),
-                    F.lit("' is neither a DMS full-load file (LOAD...) nor a CDC file "),
-                    F.lit("(yyyyMMdd-HHmmss...)"),
+                    F.lit(f"{layout.change_sequence}: '"),
+                    F.coalesce(F.col("_sequence"), F.lit("")),
+                    F.lit("' is not a change sequence (YYYYMMDDHHmmSShh and a number)"),
                 ),
-            ),
-            (op_text.isNull() & ~load, "unknown_op", "Op is missing in a CDC file"),
-            (
-                op.isNull(),
-                "unknown_op",
-                F.concat(
-                    F.lit("Op '"),
-                    op_text,
-                    F.when(load, F.lit("' in a full-load file")).otherwise(
-                        F.lit("' is not one of I,U,D")
-                    ),
-                ),
-            ),
-        ]
-        committed = F.lit(None).cast("timestamp")
-        if layout.commit_timestamp:
-            text = values[layout.commit_timestamp]
-            committed = text.try_cast("timestamp")
-            checks.append(
-                (
-                    text.isNotNull() & committed.isNull(),
-                    "invalid_value",
-                    F.concat(
-                        F.lit(f"{layout.commit_timestamp}: '"), text, F.lit("' is not a time")
-                    ),
-                )
             )
-        sequence, position = _null_text(), cdc_file
-        if layout.change_sequence:
-            sequence = values[layout.change_sequence]
-            position = F.when(
-                sequence.rlike("^[0-9]{16}"), F.substring(sequence, 1, 16).cast("bigint")
-            )
-            checks.append(
-                (
-                    ~load & position.isNull(),
-                    "invalid_value",
-                    F.concat(
-                        F.lit(f"{layout.change_sequence}: '"),
-                        F.coalesce(sequence, F.lit("")),
-                        F.lit("' is not a change sequence (YYYYMMDDHHmmSShh and a number)"),
-                    ),
-                )
-            )
-        # The header's value checks go together, after the columns' own.
-        checks = [*checks[:3], _all_of(checks[3:])]
-        position = F.when(load, F.lit(0).cast("bigint")).otherwise(position)
-        return cls(load, op, committed, position, sequence, checks)
+        )
+    return checks
 
 
-def _all_of(checks: list[bronze.Check]) -> bronze.Check:
-    """One check failing with the first of `checks` that fails (never, if none)."""
-    reason, detail = bronze._first_failure(checks)
-    return reason.isNotNull(), "invalid_value", detail
-
-
-def _changes(topic: Topic, layout: DmsLayout, op: Column, image: Column, valid: Column) -> Column:
-    """The record's changes, an array of (op, before, after): one, or for an update
-    that moved the key (its before image names another key), a delete of the old key
-    and an insert of the new one, as Debezium delivers a key change."""
-    values = F.col("_values")
+def _before_image(layout: DmsLayout, values: dict[str, Column]) -> Column:
+    """The before-image columns as a row image named after their columns; null when
+    there are none or all are null (an insert, or DMS without the rule)."""
     images = layout.before_images
-    before = _null_text()
-    if images:
-        before = F.when(
-            F.coalesce(*[values[c.name] for c in images]).isNotNull(),
-            _image(values, images, [c.of or "" for c in images]),
-        )
-    moved = F.lit(False)
-    image_of = {c.of: c.name for c in images}
-    if all(k in image_of for k in topic.key):
-        old_key = [values[image_of[k]] for k in topic.key]
-        same = F.lit(True)
-        for k in topic.key:
-            same = same & values[image_of[k]].eqNullSafe(values[k])
-        moved = (op == "u") & F.coalesce(*old_key).isNotNull() & ~same
+    if not images:
+        return _null_text()
+    return F.when(
+        F.coalesce(*[values[c.name] for c in images]).isNotNull(),
+        _image(values, images, [c.of or "" for c in images]),
+    )
+
+
+def _moved(topic: Topic, layout: DmsLayout, values: dict[str, Column]) -> Column:
+    """An update whose before image holds the key and differs from it: the key moved."""
+    image_of = {c.of: c.name for c in layout.before_images}
+    if not all(k in image_of for k in topic.key):
+        return F.lit(False)
+    old_key = [values[image_of[k]] for k in topic.key]
+    same = F.lit(True)
+    for k in topic.key:
+        same = same & values[image_of[k]].eqNullSafe(values[k])
+    return (F.col("_op_code") == "u") & F.coalesce(*old_key).isNotNull() & ~same
+
+
+def _key(
+    topic: Topic, layout: DmsLayout, values: dict[str, Column], before: bool = False
+) -> Column:
+    """The key columns' values as the text of their encodings (what a Debezium image's
+    fields read as text give: `record_key`); `before`: from the before-image columns."""
+    columns = {c.name: c for c in layout.table_columns}
+    source = {c.of: c.name for c in layout.before_images} if before else {k: k for k in topic.key}
+    if not all(k in source for k in topic.key):
+        return F.struct(*[_null_text().alias(k) for k in topic.key])
+    return F.struct(
+        *[_encode(values[source[k]], columns[k].type).cast("string").alias(k) for k in topic.key]
+    )
+
+
+def _changes() -> Column:
+    """The record's changes, an array of (op, before, after, key): one, or for an update
+    that moved the key, a delete of the old key and an insert of the new one, as
+    Debezium delivers a key change (on the columns `judged` has in :func:`classify`)."""
+    op, image, before = F.col("_op_code"), F.col("_image"), F.col("_before")
+    key, null = F.col("_key"), _null_text()
     change = F.struct(
         op.alias("op"),
-        F.when(op == "d", image).when(op == "u", before).otherwise(_null_text()).alias("before"),
+        F.when(op == "d", image).when(op == "u", before).otherwise(null).alias("before"),
         F.when(op != "d", image).alias("after"),
+        key.alias("key"),
     )
-    deleted = F.struct(F.lit("d").alias("op"), before.alias("before"), _null_text().alias("after"))
-    inserted = F.struct(F.lit("c").alias("op"), _null_text().alias("before"), image.alias("after"))
-    return F.when(valid & moved, F.array(deleted, inserted)).otherwise(F.array(change))
+    deleted = F.struct(
+        F.lit("d").alias("op"),
+        before.alias("before"),
+        null.alias("after"),
+        F.col("_old_key").alias("key"),
+    )
+    inserted = F.struct(
+        F.lit("c").alias("op"), null.alias("before"), image.alias("after"), key.alias("key")
+    )
+    moved = F.col("_error_reason").isNull() & F.col("_moved")
+    return F.when(moved, F.array(deleted, inserted)).otherwise(F.array(change))

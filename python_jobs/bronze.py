@@ -586,9 +586,11 @@ REASONS = (
 )
 
 
-def status_metrics() -> list[Column]:
+def status_metrics(reasons: tuple[str, ...] = REASONS) -> list[Column]:
     """What :func:`count_statuses` counts, as aggregates for `DataFrame.observe`: the
-    counts then come with the first write of the records, without a job of their own."""
+    counts then come with the first write of the records, without a job of their own.
+    `reasons`: the dead-letter reasons the records may have (python_jobs.dms has its
+    own)."""
     status, reason = F.col("_status"), F.col("_error_reason")
     return [
         F.count(F.lit(1)).alias("records_read"),
@@ -596,19 +598,21 @@ def status_metrics() -> list[Column]:
         F.count_if(status == "dead_letter").alias("dead_letters"),
         F.count_if(status == "tombstone").alias("tombstones"),
         F.max("source_committed_at").alias("max_source_committed_at"),
-        *[F.count_if(reason == name).alias(f"reason_{name}") for name in REASONS],
+        *[F.count_if(reason == name).alias(f"reason_{name}") for name in reasons],
     ]
 
 
-def observed_counts(metrics: Mapping[str, object]) -> dict[str, object]:
+def observed_counts(
+    metrics: Mapping[str, object], reasons: tuple[str, ...] = REASONS
+) -> dict[str, object]:
     """The result of :func:`status_metrics` as :func:`count_statuses` returns it."""
     counts: dict[str, object] = {
         name: int(metrics[name])  # type: ignore[call-overload]
         for name in ("records_read", "bronze_rows", "dead_letters", "tombstones")
     }
     counts["max_source_committed_at"] = metrics["max_source_committed_at"]
-    reasons = {name: int(metrics[f"reason_{name}"]) for name in REASONS}  # type: ignore[call-overload]
-    counts["reasons"] = {name: n for name, n in reasons.items() if n}
+    found = {name: int(metrics[f"reason_{name}"]) for name in reasons}  # type: ignore[call-overload]
+    counts["reasons"] = {name: n for name, n in found.items() if n}
     return counts
 
 

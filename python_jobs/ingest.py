@@ -2,7 +2,8 @@
 
 One streaming query per topic reads new records - landing files split into lines, or
 Kafka records - and hands each micro-batch to :class:`BatchWriter`, which classifies the
-records (:func:`python_jobs.bronze.classify`) and appends, in this order:
+records (:func:`python_jobs.bronze.classify`; for a topic of AWS DMS files,
+:func:`python_jobs.dms.classify`) and appends, in this order:
 
 1. the parsed records to the topic's Bronze table,
 2. the records that failed to `bronze.dead_letter`, with the reason,
@@ -41,7 +42,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from python_jobs import bronze
+from python_jobs import bronze, dms
 from python_jobs.spark import get_spark, ingestion_session, paths, shared_catalog
 from python_jobs.topics import Topic, load_topics
 
@@ -92,7 +93,7 @@ def read_landing(spark: SparkSession, topic: Topic, landing: Path, max_files: in
         spark.readStream.format("text")
         # Lines end at \n only: a \r stays in `_raw`, byte for byte.
         .option("lineSep", "\n")
-        .option("pathGlobFilter", "*.json")
+        .option("pathGlobFilter", dms.GLOBS.get(topic.format, "*.json"))
         .option("maxFilesPerTrigger", max_files)
         # Never skip a file for being old (Spark's default ignores files 7 days older
         # than the newest seen, e.g. a backfill copied in with its original times).
@@ -104,6 +105,25 @@ def read_landing(spark: SparkSession, topic: Topic, landing: Path, max_files: in
             F.col("_metadata.file_block_start").alias("_block_start"),
         )
     )
+
+
+def read_dms_parquet(spark: SparkSession, topic: Topic, landing: Path, max_files: int) -> DataFrame:
+    """New Parquet files of a `dms-parquet` topic's landing directory, one row per
+    record, typed as the registry declares (a file whose types differ fails the batch,
+    naming the file and column), with its file and row index
+    (:func:`python_jobs.dms.with_file_positions`)."""
+    assert topic.dms is not None
+    directory = topic.landing_dir(landing)
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = (
+        spark.readStream.format("parquet")
+        .schema(dms.parquet_schema(topic.dms))
+        .option("pathGlobFilter", dms.GLOBS[topic.format])
+        .option("maxFilesPerTrigger", max_files)
+        .option("maxFileAge", "3650d")
+        .load(str(directory))
+    )
+    return dms.with_file_positions(rows)
 
 
 def batch_files(checkpoint: Path, batch_id: int) -> list[str]:
@@ -214,6 +234,8 @@ class BatchWriter:
         # again by the next run), so a backlog does not delay the stop.
         self.stopping = False
         self.aborted = False
+        self.classify = dms.classify if topic.format in dms.FORMATS else bronze.classify
+        self.reasons = dms.REASONS if topic.format in dms.FORMATS else bronze.REASONS
 
     def app_id(self) -> str:
         return f"lakehouse-ingest-{_query_id(self.checkpoint)}"
@@ -237,8 +259,8 @@ class BatchWriter:
         count_first = pinned is not None or self.options.max_invalid_ratio is not None
         observation = Observation(f"ingest_{self.topic.table}_{batch_id}_{uuid.uuid4().hex}")
         records = bronze.decorate(
-            bronze.classify(lines, self.topic, limit), batch_id, started
-        ).observe(observation, *bronze.status_metrics())
+            self.classify(lines, self.topic, limit), batch_id, started
+        ).observe(observation, *bronze.status_metrics(self.reasons))
         if count_first:
             # Read and parsed once for the count and the writes.
             records = records.persist(StorageLevel.MEMORY_AND_DISK)
@@ -252,7 +274,7 @@ class BatchWriter:
             path = str(self.topic.bronze_path)
             _append(bronze.bronze_rows(records), path, app_id, batch_id, partitioned=True)
             if counts is None:
-                counts = bronze.observed_counts(observation.get)
+                counts = bronze.observed_counts(observation.get, self.reasons)
             if counts["dead_letters"]:
                 # Rare: the batch is read and parsed again rather than cached for them.
                 dead = bronze.dead_letter_rows(records)
@@ -276,11 +298,13 @@ class BatchWriter:
 
     def _numbered(self, rows: DataFrame, batch_id: int) -> DataFrame:
         """The micro-batch's landing lines, numbered (:func:`bronze.number_lines`), then
-        in at most one task per core (one per file would write a Parquet file each)."""
+        in at most one task per core (one per file would write a Parquet file each).
+        (The rows of Parquet files come with their row index: not numbered here.)"""
         session = rows.sparkSession
-        before = lines_before_splits(session, batch_files(self.checkpoint, batch_id))
-        lines = bronze.number_lines(rows, self.topic.topic, before)
-        return lines.coalesce(max(1, session.sparkContext.defaultParallelism))
+        if self.topic.format != "dms-parquet":
+            before = lines_before_splits(session, batch_files(self.checkpoint, batch_id))
+            rows = bronze.number_lines(rows, self.topic.topic, before)
+        return rows.coalesce(max(1, session.sparkContext.defaultParallelism))
 
     def _pin_file(self, batch_id: int) -> Path:
         return self.checkpoint / "lakehouse" / f"batch-{batch_id}.json"
@@ -427,11 +451,13 @@ def start_query(
 ) -> tuple[StreamingQuery, BatchWriter]:
     checkpoint = checkpoint_dir(topic, options.source)
     session = ingestion_session(spark)
+    landing = options.landing or paths()["landing"]
     if options.source == "kafka":
         assert options.bootstrap_servers is not None
         lines = read_kafka(session, topic, options.bootstrap_servers, options.max_offsets)
+    elif topic.format == "dms-parquet":
+        lines = read_dms_parquet(session, topic, landing, options.max_files)
     else:
-        landing = options.landing or paths()["landing"]
         lines = read_landing(session, topic, landing, options.max_files)
     sink = BatchWriter(spark, topic, options, checkpoint)
     writer = (
@@ -488,8 +514,15 @@ def run(options: IngestOptions | None = None, topics: list[Topic] | None = None)
     """Ingest every topic (default: the registry) with `options`, until done (`once`)
     or until SIGTERM/SIGINT, which stop the queries after the batch in flight."""
     options = options or IngestOptions()
-    spark = get_spark(catalog=shared_catalog())
     topics = topics if topics is not None else load_topics()
+    if options.source == "kafka":
+        files_only = [t.topic for t in topics if t.format in dms.FORMATS]
+        if files_only:
+            raise IngestError(
+                f"topics {files_only} are AWS DMS files (format dms-csv or dms-parquet): "
+                "they come from the landing zone only, not from Kafka"
+            )
+    spark = get_spark(catalog=shared_catalog())
     bronze.ensure_tables(spark, topics)
     stop = _StopFlag()
     previous_handlers = {}

@@ -456,7 +456,8 @@ def primary_key_tested(manifest: Manifest) -> list[str]:
     column, or `unique_combination` on its key columns (null parts group together), with
     no `where`. Ephemeral models too (dbt inlines them into the test): a change stream's
     rows are keyed by the event's delivery position (`_source_file`, `_line_number`,
-    `_partition`, `_offset`, with `_topic` where several topics meet)."""
+    `_partition`, `_offset`, with `_topic` where several topics meet) and its business
+    key (an AWS DMS record that moves the key is two changes)."""
     keys = _key_tests(manifest)
     return sorted(
         f"{_label(node)}: has no primary-key test: add `unique` + `not_null` on its key "

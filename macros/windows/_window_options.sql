@@ -24,7 +24,7 @@
             config.get('liquid_clustered_by'), 'liquid_clustered_by', label),
         'tblproperties': config.get('tblproperties') or {},
         'location_root': config.get('location_root'),
-        'on_schema_change': config.get('on_schema_change') or 'append_new_columns',
+        'on_schema_change': _window_on_schema_change(model, config),
         'grants': config.get('grants'),
     } -%}
     {%- set schema_modes = ['append_new_columns', 'ignore', 'fail', 'sync_all_columns'] -%}
@@ -99,4 +99,15 @@
         {%- do run_query("create or replace table " ~ relation ~ " (" ~ definition
             ~ ") using delta " ~ clauses | join(' ')) -%}
     {%- endfor -%}
+{%- endmacro %}
+
+{#- The model's `on_schema_change`, if it sets one (in its config or dbt_project.yml),
+    else `append_new_columns`. dbt fills every model's config with its own default,
+    `ignore`, so the setting is looked up among the configs the project wrote. -#}
+{% macro _window_on_schema_change(model, config) -%}
+    {%- set written = model.unrendered_config if model.unrendered_config is mapping else {} -%}
+    {%- if 'on_schema_change' in written -%}
+        {{ return(config.get('on_schema_change') or 'append_new_columns') }}
+    {%- endif -%}
+    {{ return('append_new_columns') }}
 {%- endmacro %}

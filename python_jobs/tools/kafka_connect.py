@@ -192,6 +192,31 @@ def log_tail(lines: int = 40) -> str:
     return tail([logs / "connect.log", logs / "worker.out"], lines, "(the worker wrote no log)")
 
 
+def startup_errors(log: Path, since: int = 0) -> list[str]:
+    """Why a standalone worker refused its connectors at start-up, from its log after
+    byte `since`: each `Failed to create connector for .../<name>.properties` with the
+    configuration errors Connect lists after it (a refused login, a missing table)."""
+    if not log.exists():
+        return []
+    with log.open("rb") as handle:
+        handle.seek(since)
+        text = handle.read().decode(errors="replace")
+    found: list[str] = []
+    name, listing = None, False
+    for line in text.splitlines():
+        if "Failed to create connector for " in line:
+            name = Path(line.split("Failed to create connector for ")[1].split()[0]).stem
+        elif "contains the following" in line and "error(s):" in line:
+            listing = True
+        elif listing and (line.startswith("You can also find") or line.startswith("\tat ")):
+            listing = False
+        elif listing and line.strip():
+            error = f"connector {name}: {line.strip()}"
+            if error not in found:
+                found.append(error)
+    return found
+
+
 def rest(worker: Worker, path: str, timeout: float = 5.0) -> object:
     """GET `path` of the worker's REST API, decoded from JSON."""
     with urllib.request.urlopen(worker.rest + path, timeout=timeout) as response:
@@ -225,15 +250,23 @@ def _running(states: Mapping[str, dict], names: list[str]) -> bool:
     )
 
 
-def _wait_until_running(worker: Worker, names: list[str], timeout: float) -> None:
+def _wait_until_running(worker: Worker, names: list[str], timeout: float, since: int) -> None:
     """Until the REST API answers and every connector and each of its tasks runs; a
-    connector or task that fails, or a worker that exits, fails at once with why."""
+    connector or task that fails, or a worker that exits, fails at once with why (the
+    worker's log read from byte `since`, where this start began)."""
     files = _files()
     deadline = time.monotonic() + timeout
     states: dict[str, dict] = {}
     while True:
         if not is_our_jvm(worker.pid, MAIN_CLASS, files["config"]):
             files["pid"].unlink(missing_ok=True)
+            refused = startup_errors(files["logs"] / "connect.log", since)
+            if refused:
+                raise ConnectError(
+                    "the Kafka Connect worker exited during start-up: "
+                    + "; ".join(refused)
+                    + f" (log: {files['logs'] / 'connect.log'})"
+                )
             raise ConnectError(f"the Kafka Connect worker exited during start-up\n{log_tail()}")
         if port_open(worker.port):
             try:
@@ -291,6 +324,8 @@ def start_worker(
         path.write_text(properties({"name": name, **settings}))
         path.chmod(0o600)  # it holds the database password
         connector_files.append(str(path))
+    log_file = files["logs"] / "connect.log"
+    since = log_file.stat().st_size if log_file.exists() else 0
     started = time.monotonic()
     cmd = [
         *jvm_command(jars, HEAP, files["logs"], files["tmp"], files["log4j"]),
@@ -300,7 +335,7 @@ def start_worker(
     ]
     pid = start_jvm(cmd, files["home"], files["logs"] / "worker.out", files["pid"])
     worker = Worker(f"http://{HOST}:{port}", port, pid, files["home"])
-    _wait_until_running(worker, list(connectors), timeout)
+    _wait_until_running(worker, list(connectors), timeout, since)
     log.info(
         "Kafka Connect %s worker started in %.1f s: pid %d, %s, connectors %s",
         KAFKA_VERSION,

@@ -9,7 +9,8 @@ docs/operations.md: `public.users` with `schemas.enable=true`, `public.articles`
 key in one transaction, an update that changes nothing, deletes and re-inserts (one in
 the same transaction), `REPLICA IDENTITY FULL` switched on part way, `ALTER TABLE ...
 ADD COLUMN` mid-stream, numeric extremes, NULLs, timestamps before 1970 (to year 1),
-non-ASCII and escaped text - is ingested from Kafka and built. Then:
+non-ASCII and escaped text - is ingested from Kafka and built (first, a connector
+PostgreSQL refuses stops the worker's start with the reason). Then:
 
 - `silver.users` and `silver.articles` equal the PostgreSQL tables, queried here;
 - each history has one version per change that altered a tracked column, valid from
@@ -396,7 +397,7 @@ def documented_block(marker: str, language: str) -> str:
     return match.group(1)
 
 
-def connector_configs(source: Source) -> dict[str, dict[str, str]]:
+def connector_configs(source: Source, password: str = PASSWORD) -> dict[str, dict[str, str]]:
     template = Template(documented_block("starts its connectors", "properties"))
     configs = {}
     for name, table, schemas in (
@@ -408,7 +409,7 @@ def connector_configs(source: Source) -> dict[str, dict[str, str]]:
             PGHOST="127.0.0.1",
             PGPORT=source.port,
             PGUSER=source.cluster.superuser,
-            PGPASSWORD=PASSWORD,
+            PGPASSWORD=password,
             PGDATABASE=DATABASE,
             TABLES=f"public.{table}",
             SLOT=f"lakehouse_{table}",
@@ -487,6 +488,16 @@ def test_postgresql_through_debezium(spark, dbt, clean_lakehouse, kafka_broker, 
         start_seq = _max_seq(source)
         snapshot = {USERS: 5, ARTICLES: 4}
         timings["postgresql"] = time.monotonic() - clock
+
+        # A connector that PostgreSQL refuses stops the start, saying which and why.
+        with pytest.raises(kafka_connect.ConnectError) as refused:
+            kafka_connect.start_worker(kafka_broker.bootstrap, connector_configs(source, "wrong"))
+        assert (
+            "the Kafka Connect worker exited during start-up: connector blog-users: Error while "
+            "validating connector config: FATAL: password authentication failed for user "
+            '"lakehouse"'
+        ) in str(refused.value)
+        assert kafka_connect.worker_status() is None
 
         clock = time.monotonic()
         connect_started_ms = int(time.time() * 1000)

@@ -129,9 +129,8 @@ def _julian_micros(year: int, month: int, day: int, micros_of_day: int = 0) -> i
     return (jdn - 2_440_588) * DAY_US + micros_of_day
 
 
-@pytest.mark.parametrize(
-    ("op", "micros", "expected"),
-    [
+def test_timestamp_decoding_reads_julian_snapshot_values_back(spark) -> None:
+    cases = [
         # Snapshot rows before 1582-10-15: Julian, read back into their fields.
         ("r", _julian_micros(1, 1, 1), "0001-01-01 00:00:00.000000"),
         ("r", -62_135_769_600_000_000, "0001-01-01 00:00:00.000000"),  # the connector's
@@ -145,16 +144,17 @@ def _julian_micros(year: int, month: int, day: int, micros_of_day: int = 0) -> i
         ("c", -62_135_596_800_000_000, "0001-01-01 00:00:00.000000"),
         ("u", -12_219_336_000_000_000, "1582-10-14 12:00:00.000000"),
         ("r", None, None),
-    ],
-)
-def test_timestamp_decoding_reads_julian_snapshot_values_back(spark, op, micros, expected):
+    ]
     sql = _render("decode_debezium_timestamp('m', 'op')")
-    value = "null" if micros is None else str(micros)
-    row = spark.sql(
-        f"select date_format({sql}, 'yyyy-MM-dd HH:mm:ss.SSSSSS') as v "
-        f"from (select '{op}' as op, cast({value} as bigint) as m)"
-    ).first()
-    assert row.v == expected
+    rows = ", ".join(
+        f"({i}, '{op}', cast({'null' if m is None else m} as bigint))"
+        for i, (op, m, _) in enumerate(cases)
+    )
+    got = spark.sql(
+        f"select i, date_format({sql}, 'yyyy-MM-dd HH:mm:ss.SSSSSS') as v "
+        f"from values {rows} as t(i, op, m) order by i"
+    ).collect()
+    assert [r.v for r in got] == [expected for _, _, expected in cases]
 
 
 MODEL = "{'schema': 'silver', 'alias': 'users'}"

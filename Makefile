@@ -76,12 +76,14 @@ $(STAMP): pyproject.toml | java
 	RUSTUP_HOME=$(VENV)/rustup $(PY) -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements.txt
 	@touch $@
 
-# The first session resolves the Delta and Kafka connector jars, and the Kafka broker's
-# jars, from Maven Central into .venv; later sessions load them without any resolution.
-$(VENV)/.jars: $(STAMP) python_jobs/spark.py python_jobs/tools/kafka_broker.py
+# The first session resolves the Delta and Kafka connector jars, the Kafka broker's jars,
+# and Kafka Connect's with the Debezium PostgreSQL connector plugin, from Maven Central
+# into .venv; later sessions load them without any resolution.
+$(VENV)/.jars: $(STAMP) python_jobs/spark.py python_jobs/tools/kafka_broker.py python_jobs/tools/kafka_connect.py
 	@mkdir -p "$(TMPDIR)"
 	$(PY) -m python_jobs.spark
 	$(PY) -m python_jobs.tools.kafka_broker resolve
+	$(PY) -m python_jobs.tools.kafka_connect resolve
 	@touch $@
 
 # Debian's Chromium (/usr/bin/chromium) for the browser tests, driven by playwright,
@@ -144,12 +146,13 @@ kafka-down: setup
 	$(PY) -m python_jobs.tools.kafka_broker down
 
 # Debian's PostgreSQL (/usr/lib/postgresql/*/bin), installed with apt when missing
-# (apt's own temporary files, not the lakehouse's TMPDIR).
+# (apt's own temporary files, not the lakehouse's TMPDIR): the shared catalog, and the
+# Debezium source database of tests/e2e/test_debezium_postgres.py.
 postgresql:
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (export -n TMPDIR; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update && apt-get install -y postgresql) || { \
-	  echo "PostgreSQL is required for the shared catalog. Install it with:"; \
+	  echo "PostgreSQL is required for the shared catalog and the tests. Install it with:"; \
 	  echo "  sudo apt-get update && sudo apt-get install -y postgresql"; exit 1; }
 
 # The shared catalog: a PostgreSQL cluster under LAKEHOUSE_HOME/catalog on 127.0.0.1

@@ -23,8 +23,8 @@ use alone, PostgreSQL deadlocks: the first `drop table` creates the grant tables
 foreign keys to ``TBLS``) on one connection while the drop's own transaction holds
 ``TBLS`` on another, and processes that start together race to create the same tables.
 
-PostgreSQL refuses to run as root: run as root, the cluster runs as the ``postgres``
-OS user of the package.
+The cluster itself (initdb, configuration, start, stop, psql; the ``postgres`` OS user
+under root, since PostgreSQL refuses to run as root) is ``python_jobs/postgresql.py``.
 """
 
 from __future__ import annotations
@@ -35,11 +35,9 @@ import hashlib
 import hmac
 import importlib.util
 import os
-import pwd
 import secrets
 import shutil
 import socket
-import stat
 import struct
 import subprocess
 import sys
@@ -47,6 +45,7 @@ import zipfile
 from pathlib import Path
 from urllib.parse import quote
 
+from python_jobs.postgresql import HOST, Cluster, PostgresError, as_root, free_port, port_open
 from python_jobs.spark import (
     CATALOG_ENV,
     POSTGRESQL_JAR_PREFIX,
@@ -58,21 +57,20 @@ from python_jobs.spark import (
     parse_catalog_url,
 )
 
-HOST = "127.0.0.1"
 DATABASE = "metastore"
 SUPERUSER = "lakehouse"
 PORT_ENV = "CATALOG_PORT"
-SERVICE_USER = "postgres"  # the package's OS user, which runs the cluster under root
-PG_ROOT = Path("/usr/lib/postgresql")
-START_TIMEOUT_S = 60
 # The metastore table that tells whether the schema exists (DataNucleus' name for it).
 SCHEMA_TABLE = "DBS"
 LAYER_SCHEMAS = ("bronze", "silver", "gold", "ops")
-# Our settings, included from postgresql.conf and rewritten at every start.
-CONF_FILE = "lakehouse.conf"
+SETTINGS = (
+    # Every Spark process keeps a small pool of metastore connections.
+    ("max_connections", "200"),
+    ("shared_buffers", "32MB"),
+)
 
 
-class CatalogError(RuntimeError):
+class CatalogError(PostgresError):
     """The catalog's PostgreSQL could not be found, started, reached or stopped."""
 
 
@@ -203,8 +201,13 @@ def catalog_home() -> Path:
     return lakehouse_home() / "catalog"
 
 
+def cluster() -> Cluster:
+    """The catalog's PostgreSQL cluster (python_jobs/postgresql.py)."""
+    return Cluster(catalog_home(), SUPERUSER, SETTINGS)
+
+
 def data_dir() -> Path:
-    return catalog_home() / "postgresql"
+    return cluster().data_dir
 
 
 def url_file() -> Path:
@@ -212,120 +215,12 @@ def url_file() -> Path:
 
 
 def log_file() -> Path:
-    return catalog_home() / "postgresql.log"
-
-
-def bin_dir() -> Path:
-    """The newest installed PostgreSQL's binaries (Debian's layout)."""
-    found = sorted(
-        (d for d in PG_ROOT.glob("*/bin") if (d / "initdb").exists()),
-        key=lambda d: int(d.parent.name) if d.parent.name.isdigit() else 0,
-    )
-    if not found:
-        raise CatalogError(
-            f"PostgreSQL is not installed (no {PG_ROOT}/*/bin/initdb): run `make catalog-up`, "
-            "which installs Debian's postgresql package, or `apt-get install -y postgresql`"
-        )
-    return found[-1]
-
-
-def _as_root() -> bool:
-    return os.geteuid() == 0
-
-
-def _service_user() -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(SERVICE_USER)
-    except KeyError:
-        raise CatalogError(
-            f"running as root, but there is no {SERVICE_USER!r} user to run PostgreSQL "
-            "(it refuses root): install Debian's postgresql package, or run as another user"
-        ) from None
-
-
-def _owner_command(args: list[str]) -> list[str]:
-    """`args` as the user that owns the cluster: this one, or `postgres` under root."""
-    if _as_root():
-        return ["runuser", "-u", SERVICE_USER, "--", *args]
-    return args
-
-
-def _run(args: list[str], what: str, env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(
-        args,
-        capture_output=True,
-        text=True,
-        cwd=catalog_home(),  # the owner can enter it (root's cwd may be closed to it)
-        env={**os.environ, **(env or {})},
-        stdin=subprocess.DEVNULL,
-    )
-    if proc.returncode != 0:
-        output = (proc.stdout + proc.stderr).strip().splitlines()[-10:]
-        raise CatalogError(f"{what} failed (exit {proc.returncode}): " + " | ".join(output))
-    return proc.stdout
-
-
-def _reachable_by_service_user(path: Path) -> None:
-    """Let the `postgres` user reach `path` (root only).
-
-    PostgreSQL refuses to run as root, so under root the cluster runs as `postgres`,
-    which must be able to traverse every directory above its data directory. A
-    lakehouse home in a temporary directory (tempfile.mkdtemp, pytest's tmp_path) sits
-    below directories of mode 0700: those get o+x (enter, not list) and nothing else.
-    """
-    user = _service_user()
-    for parent in reversed(path.parents):
-        mode = parent.stat().st_mode
-        if parent.stat().st_uid != user.pw_uid and not mode & stat.S_IXOTH:
-            parent.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
-
-
-def _chown_tree(path: Path) -> None:
-    """Hand `path` (and what it holds) to the `postgres` user (root only)."""
-    user = _service_user()
-    for root, dirs, files in os.walk(path):
-        for name in [*dirs, *files]:
-            os.chown(Path(root) / name, user.pw_uid, user.pw_gid)
-    os.chown(path, user.pw_uid, user.pw_gid)
-
-
-def _write_owned(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write a file the cluster's owner can read (and no one else)."""
-    scratch = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    scratch.write_text(text, encoding="utf-8")
-    scratch.chmod(mode)
-    if _as_root():
-        user = _service_user()
-        os.chown(scratch, user.pw_uid, user.pw_gid)
-    scratch.replace(path)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return sock.getsockname()[1]
-
-
-def port_open(port: int, host: str = HOST, timeout: float = 1.0) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
+    return cluster().log_file
 
 
 def is_running() -> bool:
     """Whether this lakehouse's cluster is running (`pg_ctl status`)."""
-    if not (data_dir() / "PG_VERSION").exists():
-        return False
-    proc = subprocess.run(
-        _owner_command([str(bin_dir() / "pg_ctl"), "status", "-D", str(data_dir())]),
-        capture_output=True,
-        text=True,
-        cwd=catalog_home(),
-        stdin=subprocess.DEVNULL,
-    )
-    return proc.returncode == 0
+    return cluster().is_running()
 
 
 def _recorded_password() -> str | None:
@@ -338,124 +233,12 @@ def _recorded_password() -> str | None:
         return None
 
 
-def _recorded_port() -> int | None:
-    conf = data_dir() / CONF_FILE
-    if not conf.exists():
-        return None
-    for line in conf.read_text(encoding="utf-8").splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "port" and value.strip().isdigit():
-            return int(value.strip())
-    return None
-
-
-def _initdb(password: str) -> None:
-    data = data_dir()
-    data.mkdir(mode=0o700)
-    if _as_root():
-        _chown_tree(data)
-    pwfile = catalog_home() / ".initdb-password"
-    _write_owned(pwfile, password + "\n")
-    try:
-        _run(
-            _owner_command(
-                [
-                    str(bin_dir() / "initdb"),
-                    "--pgdata",
-                    str(data),
-                    "--username",
-                    SUPERUSER,
-                    "--pwfile",
-                    str(pwfile),
-                    # Password (SCRAM) over TCP, which is all the cluster listens on.
-                    "--auth-host",
-                    "scram-sha-256",
-                    "--auth-local",
-                    "scram-sha-256",
-                    "--encoding",
-                    "UTF8",
-                    "--locale",
-                    "C",
-                    "--no-instructions",
-                ]
-            ),
-            "initdb",
-        )
-    finally:
-        pwfile.unlink(missing_ok=True)
-    with (data / "postgresql.conf").open("a", encoding="utf-8") as conf:
-        conf.write(
-            f"\n# The lakehouse's settings (python_jobs/catalog.py).\ninclude '{CONF_FILE}'\n"
-        )
-
-
-def _write_conf(port: int) -> None:
-    _write_owned(
-        data_dir() / CONF_FILE,
-        "\n".join(
-            [
-                "# Written by python_jobs/catalog.py at every start.",
-                f"listen_addresses = '{HOST}'",
-                f"port = {port}",
-                # TCP only: a Unix socket path under a deep LAKEHOUSE_HOME would exceed
-                # the 107-byte limit, and the default directory belongs to the system.
-                "unix_socket_directories = ''",
-                # Every Spark process keeps a small pool of metastore connections.
-                "max_connections = 200",
-                "shared_buffers = 32MB",
-                "timezone = 'UTC'",
-                "log_timezone = 'UTC'",
-                "",
-            ]
-        ),
-    )
-
-
 def _psql(port: int, password: str, sql: str, database: str = "postgres") -> str:
-    return _run(
-        [
-            str(bin_dir() / "psql"),
-            "--no-psqlrc",
-            "--tuples-only",
-            "--no-align",
-            "--host",
-            HOST,
-            "--port",
-            str(port),
-            "--username",
-            SUPERUSER,
-            "--dbname",
-            database,
-            "--command",
-            sql,
-        ],
-        f"psql ({sql.split()[0]})",
-        env={"PGPASSWORD": password, "PGCONNECT_TIMEOUT": "5"},
-    ).strip()
+    return cluster().psql(port, password, sql, database)
 
 
 def make_url(port: int, password: str) -> str:
     return f"postgresql://{SUPERUSER}:{quote(password, safe='')}@{HOST}:{port}/{DATABASE}"
-
-
-def _start(port: int) -> None:
-    _write_conf(port)
-    _run(
-        _owner_command(
-            [
-                str(bin_dir() / "pg_ctl"),
-                "start",
-                "--pgdata",
-                str(data_dir()),
-                "--log",
-                str(log_file()),
-                "--wait",
-                "--timeout",
-                str(START_TIMEOUT_S),
-            ]
-        ),
-        f"starting PostgreSQL (log: {log_file()})",
-    )
 
 
 def _schema_exists(port: int, password: str) -> bool:
@@ -518,7 +301,7 @@ def create_schema(catalog: CatalogURL) -> None:
     props.write_text("".join(f"{k}={v}\n" for k, v in escaped.items()), encoding="utf-8")
     props.chmod(0o600)
     try:
-        _run(
+        cluster().run(
             [
                 java(),
                 "-XX:-UsePerfData",
@@ -589,14 +372,10 @@ def _init_in_this_process() -> None:
 def up(port: int | None = None) -> str:
     """Start this lakehouse's catalog cluster (or find it running); returns its URL,
     also recorded in ``$LAKEHOUSE_HOME/catalog/url``."""
-    bin_dir()  # PostgreSQL is installed, before anything is written
-    home = catalog_home()
-    home.mkdir(parents=True, exist_ok=True)
-    if _as_root():
-        _reachable_by_service_user(home)
-        _chown_tree(home)
+    pg = cluster()
+    pg.prepare_home()
     password = _recorded_password()
-    initialized = (data_dir() / "PG_VERSION").exists()
+    initialized = pg.initialized()
     if initialized and password is None:
         raise CatalogError(
             f"{data_dir()} exists but {url_file()} (its password) is missing: stop it "
@@ -604,10 +383,10 @@ def up(port: int | None = None) -> str:
         )
     if not initialized:
         password = secrets.token_urlsafe(24)
-        _initdb(password)
+        pg.initdb(password)
     assert password is not None
-    if is_running():
-        running_port = _recorded_port()
+    if pg.is_running():
+        running_port = pg.recorded_port()
         assert running_port is not None
         if port is not None and port != running_port:
             raise CatalogError(
@@ -616,18 +395,18 @@ def up(port: int | None = None) -> str:
             )
         port = running_port
     else:
-        previous = _recorded_port()
+        previous = pg.recorded_port()
         if port is None:
             reusable = previous is not None and not port_open(previous)
             port = previous if reusable and previous is not None else free_port()
         elif port_open(port):
             raise CatalogError(f"port {port} is in use: choose another {PORT_ENV}")
-        _start(port)
+        pg.start(port)
     if not _psql(port, password, f"select 1 from pg_database where datname = '{DATABASE}'"):
         _psql(port, password, f"create database {DATABASE}")
     url = make_url(port, password)
-    _write_owned(url_file(), url + "\n")
-    if _as_root():  # the URL (and its password) stays readable by root only
+    pg.write_owned(url_file(), url + "\n")
+    if as_root():  # the URL (and its password) stays readable by root only
         os.chown(url_file(), 0, 0)
     if not _schema_exists(port, password):
         create_schema(parse_catalog_url(url))
@@ -637,25 +416,7 @@ def up(port: int | None = None) -> str:
 
 def down() -> bool:
     """Stop this lakehouse's catalog cluster; False if it was not running."""
-    if not is_running():
-        return False
-    _run(
-        _owner_command(
-            [
-                str(bin_dir() / "pg_ctl"),
-                "stop",
-                "--pgdata",
-                str(data_dir()),
-                "--mode",
-                "fast",
-                "--wait",
-                "--timeout",
-                str(START_TIMEOUT_S),
-            ]
-        ),
-        "stopping PostgreSQL",
-    )
-    return True
+    return cluster().stop()
 
 
 def recorded_url() -> str | None:
@@ -702,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
             print(url)
         else:
             _init_in_this_process()
-    except CatalogError as error:
+    except PostgresError as error:
         parser.exit(1, f"{parser.prog}: error: {error}\n")
     return 0
 

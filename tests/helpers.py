@@ -134,3 +134,41 @@ def run_simulator(
         text=True,
         timeout=300,
     )
+
+
+def copy_tracked_files(destination: Path) -> None:
+    """The repository's tracked files as they are in the working tree (a copy of the
+    project that a test may change)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = REPO_ROOT / name
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+
+
+def dbt_on_project(project: Path, work: Path, *args: str):
+    """dbt in-process on the suite's session, on the project at `project` (a copy),
+    its target and logs under `work`; fails naming every node that did not pass."""
+    from python_jobs.run_dbt import invoke
+
+    result = invoke(
+        [
+            *args,
+            "--project-dir",
+            str(project),
+            "--target-path",
+            str(work / "target"),
+            "--log-path",
+            str(work / "logs"),
+        ]
+    )
+    failed = [
+        f"{n.node.unique_id}: {n.status}: {n.message}"
+        for n in getattr(result.result, "results", None) or []
+        if n.status not in ("success", "pass", "warn")
+    ]
+    assert result.success, f"dbt {' '.join(args)}: {result.exception or ''} {failed}"
+    return result

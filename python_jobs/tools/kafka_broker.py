@@ -33,6 +33,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -97,7 +98,7 @@ def cache_dir() -> Path:
 
 
 def lib_dir() -> Path:
-    return cache_dir() / KAFKA_VERSION / "lib"
+    return broker_jars().lib
 
 
 def ivy_jar() -> Path:
@@ -120,32 +121,133 @@ def java() -> str:
     return found
 
 
-def _ivy_module() -> str:
-    deps = "\n".join(
-        f'    <dependency org="{org}" name="{name}" rev="{rev}" conf="default->default"/>'
-        for org, name, rev in DEPENDENCIES
-    )
-    return (
-        '<ivy-module version="2.0">\n'
-        '  <info organisation="lakehouse" module="kafka-broker"/>\n'
-        '  <configurations><conf name="default"/></configurations>\n'
-        f"  <dependencies>\n{deps}\n  </dependencies>\n"
-        "</ivy-module>\n"
-    )
+@dataclass(frozen=True)
+class MavenJars:
+    """Artifacts and their dependencies from Maven Central, retrieved into one directory.
 
+    Resolved once by the Ivy that pyspark ships (``python_jobs/ivysettings.xml``: Maven
+    Central only), with Ivy's cache under ``<venv>/kafka/ivy`` shared by every set; a
+    stamp named after the dependencies and the settings records the files, so later
+    uses resolve nothing. Used for the broker's jars here, and for Kafka Connect and
+    the Debezium connector plugin (``python_jobs/tools/kafka_connect.py``).
 
-def _stamp() -> Path:
-    key = _ivy_module() + IVY_SETTINGS.read_text()
-    return cache_dir() / KAFKA_VERSION / f"resolved-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+    With ``archive`` (a classifier such as ``plugin``), each dependency is its
+    ``<name>-<revision>-<archive>.tar.gz`` alone (no dependencies), unpacked into lib/:
+    how Kafka Connect plugins such as Debezium's connectors are published.
+    """
 
+    title: str  # for messages: "Apache Kafka 3.9.2"
+    module: str  # the Ivy module's name (part of the stamp's key)
+    home: Path  # holds ivy.xml, the stamp and (by default) lib/
+    dependencies: tuple[tuple[str, str, str], ...]  # (organisation, name, revision)
+    lib_name: str = "lib"  # the directory of jars, relative to home
+    archive: str | None = None  # a classifier: fetch each dependency's .tar.gz of it
 
-def cached_jars() -> list[Path] | None:
-    """The broker's jars, if they were resolved for exactly these dependencies."""
-    stamp = _stamp()
-    if not stamp.exists():
-        return None
-    jars = [Path(line) for line in stamp.read_text().split()]
-    return jars if jars and all(j.exists() for j in jars) else None
+    @property
+    def lib(self) -> Path:
+        return self.home / self.lib_name
+
+    def ivy_module(self) -> str:
+        if self.archive is None:
+            deps = "\n".join(
+                f'    <dependency org="{org}" name="{name}" rev="{rev}" conf="default->default"/>'
+                for org, name, rev in self.dependencies
+            )
+            head = '<ivy-module version="2.0">\n'
+        else:
+            deps = "\n".join(
+                f'    <dependency org="{org}" name="{name}" rev="{rev}" transitive="false">\n'
+                f'      <artifact name="{name}" type="tar.gz" ext="tar.gz"'
+                f' m:classifier="{self.archive}"/>\n'
+                "    </dependency>"
+                for org, name, rev in self.dependencies
+            )
+            head = '<ivy-module version="2.0" xmlns:m="http://ant.apache.org/ivy/maven">\n'
+        return (
+            f'{head}  <info organisation="lakehouse" module="{self.module}"/>\n'
+            '  <configurations><conf name="default"/></configurations>\n'
+            f"  <dependencies>\n{deps}\n  </dependencies>\n"
+            "</ivy-module>\n"
+        )
+
+    def stamp(self) -> Path:
+        key = self.ivy_module() + IVY_SETTINGS.read_text()
+        return self.home / f"resolved-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+    def cached(self) -> list[Path] | None:
+        """The jars, if they were resolved for exactly these dependencies."""
+        stamp = self.stamp()
+        if not stamp.exists():
+            return None
+        jars = [Path(line) for line in stamp.read_text().split()]
+        return jars if jars and all(j.exists() for j in jars) else None
+
+    def ensure(self) -> list[Path]:
+        """The jars: resolved from Maven Central on first use, then from the cache."""
+        jars = self.cached()
+        if jars:
+            return jars
+        with _locked(self.home.parent / f"{self.home.name}.lock"):
+            jars = self.cached()  # another process may have resolved them meanwhile
+            if jars:
+                return jars
+            log.info("resolving %s from Maven Central (first use only)", self.title)
+            started = time.monotonic()
+            staging = self.lib.with_name(self.lib.name + ".resolving")
+            shutil.rmtree(staging, ignore_errors=True)
+            self.home.mkdir(parents=True, exist_ok=True)
+            scratch = cache_dir() / "tmp"
+            scratch.mkdir(parents=True, exist_ok=True)
+            module = self.home / "ivy.xml"
+            module.write_text(self.ivy_module())
+            ivy_home = cache_dir() / "ivy"
+            cmd = [
+                java(),
+                "-XX:-UsePerfData",
+                f"-Djava.io.tmpdir={scratch}",
+                f"-Divy.default.ivy.user.dir={ivy_home}",
+                "-jar",
+                str(ivy_jar()),
+                "-settings",
+                str(IVY_SETTINGS),
+                "-cache",
+                str(ivy_home / "cache"),
+                "-ivy",
+                str(module),
+                "-confs",
+                "default",
+                "-retrieve",
+                f"{staging}/[organisation]_[artifact]-[revision](-[classifier]).[ext]",
+                "-warn",
+            ]
+            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=scratch)
+            if proc.returncode == 0 and self.archive is not None:
+                for archive in sorted(staging.glob("*.tar.gz")):
+                    with tarfile.open(archive) as tar:
+                        tar.extractall(staging, filter="data")
+                    archive.unlink()
+            found = sorted(staging.rglob("*.jar")) if staging.is_dir() else []
+            if proc.returncode != 0 or not found:
+                output = (proc.stdout + proc.stderr).strip().splitlines()[-20:]
+                raise BrokerError(
+                    f"resolving {self.title} from Maven Central failed "
+                    f"(exit {proc.returncode}):\n" + "\n".join(output)
+                )
+            shutil.rmtree(self.lib, ignore_errors=True)
+            self.lib.parent.mkdir(parents=True, exist_ok=True)
+            staging.rename(self.lib)
+            jars = sorted(self.lib.rglob("*.jar"))
+            stamp = self.stamp()
+            tmp = stamp.with_suffix(".tmp")
+            tmp.write_text("".join(f"{j}\n" for j in jars))
+            tmp.replace(stamp)
+            log.info(
+                "resolved %d jars into %s in %.1f s",
+                len(jars),
+                self.lib,
+                time.monotonic() - started,
+            )
+            return jars
 
 
 @contextmanager
@@ -159,64 +261,20 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def broker_jars() -> MavenJars:
+    return MavenJars(
+        f"Apache Kafka {KAFKA_VERSION}", "kafka-broker", cache_dir() / KAFKA_VERSION, DEPENDENCIES
+    )
+
+
+def cached_jars() -> list[Path] | None:
+    """The broker's jars, if they were resolved for exactly these dependencies."""
+    return broker_jars().cached()
+
+
 def ensure_jars() -> list[Path]:
     """The broker's jars: resolved from Maven Central on first use, then from the cache."""
-    jars = cached_jars()
-    if jars:
-        return jars
-    base = cache_dir()
-    with _locked(base / f"{KAFKA_VERSION}.lock"):
-        jars = cached_jars()  # another process may have resolved them meanwhile
-        if jars:
-            return jars
-        log.info("resolving Apache Kafka %s from Maven Central (first use only)", KAFKA_VERSION)
-        started = time.monotonic()
-        work = base / KAFKA_VERSION
-        staging = work / "lib.resolving"
-        shutil.rmtree(staging, ignore_errors=True)
-        work.mkdir(parents=True, exist_ok=True)
-        scratch = base / "tmp"
-        scratch.mkdir(parents=True, exist_ok=True)
-        module = work / "ivy.xml"
-        module.write_text(_ivy_module())
-        ivy_home = base / "ivy"
-        cmd = [
-            java(),
-            "-XX:-UsePerfData",
-            f"-Djava.io.tmpdir={scratch}",
-            f"-Divy.default.ivy.user.dir={ivy_home}",
-            "-jar",
-            str(ivy_jar()),
-            "-settings",
-            str(IVY_SETTINGS),
-            "-cache",
-            str(ivy_home / "cache"),
-            "-ivy",
-            str(module),
-            "-confs",
-            "default",
-            "-retrieve",
-            f"{staging}/[organisation]_[artifact]-[revision](-[classifier]).[ext]",
-            "-warn",
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=scratch)
-        found = sorted(staging.glob("*.jar")) if staging.is_dir() else []
-        if proc.returncode != 0 or not found:
-            output = (proc.stdout + proc.stderr).strip().splitlines()[-20:]
-            raise BrokerError(
-                f"resolving Apache Kafka {KAFKA_VERSION} from Maven Central failed "
-                f"(exit {proc.returncode}):\n" + "\n".join(output)
-            )
-        lib = lib_dir()
-        shutil.rmtree(lib, ignore_errors=True)
-        staging.rename(lib)
-        jars = sorted(lib.glob("*.jar"))
-        stamp = _stamp()
-        tmp = stamp.with_suffix(".tmp")
-        tmp.write_text("".join(f"{j}\n" for j in jars))
-        tmp.replace(stamp)
-        log.info("resolved %d jars into %s in %.1f s", len(jars), lib, time.monotonic() - started)
-        return jars
+    return broker_jars().ensure()
 
 
 # --- files and processes ---------------------------------------------------------------
@@ -226,17 +284,22 @@ def broker_home() -> Path:
     return paths()["home"] / "kafka"
 
 
-def _files() -> dict[str, Path]:
-    home = broker_home()
-    return {
+def service_files(home: Path, config: str, pid: str, **more: str) -> dict[str, Path]:
+    """The files of a JVM service kept in `home`: its `logs/` and `tmp/`, its `config`,
+    log4j configuration and `pid` file, and `more` (name: path under `home`)."""
+    files = {
         "home": home,
-        "data": home / "data",
         "logs": home / "logs",
         "tmp": home / "tmp",
-        "config": home / "server.properties",
+        "config": home / config,
         "log4j": home / "log4j.properties",
-        "pid": home / "broker.pid",
+        "pid": home / pid,
     }
+    return {**files, **{name: home / path for name, path in more.items()}}
+
+
+def _files() -> dict[str, Path]:
+    return service_files(broker_home(), "server.properties", "broker.pid", data="data")
 
 
 def free_port() -> int:
@@ -290,39 +353,54 @@ def _server_properties(port: int, controller_port: int, data: Path) -> str:
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
-def _log4j_properties(logs: Path) -> str:
+def log4j_properties(log_file: Path, header: str, loggers: dict[str, str]) -> str:
+    """A log4j 1 configuration (reload4j): warnings and errors into `log_file`, and the
+    `loggers` named at their levels."""
     return (
-        "# Written by python_jobs.tools.kafka_broker: warnings and errors only, into one file.\n"
+        f"# Written by {header}\n"
         "log4j.rootLogger=WARN, file\n"
         "log4j.appender.file=org.apache.log4j.RollingFileAppender\n"
-        f"log4j.appender.file.File={logs / 'server.log'}\n"
+        f"log4j.appender.file.File={log_file}\n"
         "log4j.appender.file.MaxFileSize=10MB\n"
         "log4j.appender.file.MaxBackupIndex=1\n"
         "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
         "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
-        "# The start and stop lines, so that the log says when the broker ran.\n"
-        "log4j.logger.kafka.server.KafkaRaftServer=INFO\n"
+        + "".join(f"log4j.logger.{name}={level}\n" for name, level in loggers.items())
     )
 
 
-def _jvm(files: dict[str, Path], heap: str) -> list[str]:
-    jars = ensure_jars()
+def _log4j_properties(logs: Path) -> str:
+    return log4j_properties(
+        logs / "server.log",
+        "python_jobs.tools.kafka_broker: warnings and errors only, into one file;\n"
+        "# the start and stop lines, so that the log says when the broker ran.",
+        {"kafka.server.KafkaRaftServer": "INFO"},
+    )
+
+
+def jvm_command(jars: list[Path], heap: str, logs: Path, tmp: Path, log4j: Path) -> list[str]:
+    """`java` with a small heap on `jars`, its crash files in `logs`, its temp files in
+    `tmp`, UTC, logging as `log4j` says; the main class and arguments follow."""
     return [
         java(),
         heap,
         "-XX:+UseG1GC",
         "-XX:MaxGCPauseMillis=20",
         "-XX:+ExitOnOutOfMemoryError",
-        # No /tmp/hsperfdata_* files; crash files stay under the broker's dir.
+        # No /tmp/hsperfdata_* files; crash files stay under the process's own dir.
         "-XX:-UsePerfData",
-        f"-XX:ErrorFile={files['logs'] / 'hs_err_pid%p.log'}",
+        f"-XX:ErrorFile={logs / 'hs_err_pid%p.log'}",
         "-Djava.awt.headless=true",
-        f"-Djava.io.tmpdir={files['tmp']}",
+        f"-Djava.io.tmpdir={tmp}",
         "-Duser.timezone=UTC",
-        f"-Dlog4j.configuration=file:{files['log4j']}",
+        f"-Dlog4j.configuration=file:{log4j}",
         "-cp",
         os.pathsep.join(str(j) for j in jars),
     ]
+
+
+def _jvm(files: dict[str, Path], heap: str) -> list[str]:
+    return jvm_command(ensure_jars(), heap, files["logs"], files["tmp"], files["log4j"])
 
 
 def _format_storage(files: dict[str, Path]) -> None:
@@ -349,19 +427,24 @@ def _format_storage(files: dict[str, Path]) -> None:
         )
 
 
-def _read_pid(files: dict[str, Path]) -> int | None:
+def read_pid(pidfile: Path) -> int | None:
     try:
-        return int(files["pid"].read_text().strip())
+        return int(pidfile.read_text().strip())
     except (FileNotFoundError, ValueError):
         return None
 
 
-def _is_our_broker(pid: int, files: dict[str, Path]) -> bool:
-    """Whether ``pid`` is a live broker started with this home's config (not a reused pid)."""
+def is_our_jvm(pid: int, main_class: str, config: Path) -> bool:
+    """Whether ``pid`` is a live JVM running ``main_class`` with ``config`` on its command
+    line (so not a reused pid)."""
     child = _CHILDREN.get(pid)
-    if child is not None and child.poll() is not None:  # ours, exited (now reaped)
-        _CHILDREN.pop(pid, None)
-        return False
+    if child is not None:
+        if child.poll() is not None:  # ours, exited (now reaped)
+            _CHILDREN.pop(pid, None)
+            return False
+        # Started here: its command line is the one we gave. (/proc's is empty for a
+        # moment after Popen returns, while the kernel is still loading the new image.)
+        return main_class in child.args and str(config) in child.args
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -369,7 +452,53 @@ def _is_our_broker(pid: int, files: dict[str, Path]) -> bool:
         return False
     if stat.rpartition(")")[2].split()[0] in ("Z", "X"):  # exited, not yet reaped
         return False
-    return MAIN_CLASS.encode() in cmdline and str(files["config"]).encode() in cmdline
+    return main_class.encode() in cmdline and str(config).encode() in cmdline
+
+
+def start_jvm(cmd: list[str], home: Path, output: Path, pidfile: Path) -> int:
+    """Starts ``cmd`` detached (its own session: it survives the command that started
+    it), its output appended to ``output``; records and returns its pid."""
+    with open(output, "ab") as out:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=home,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    _CHILDREN[proc.pid] = proc
+    pidfile.write_text(f"{proc.pid}\n")
+    return proc.pid
+
+
+def stop_jvm(pidfile: Path, main_class: str, config: Path, what: str, timeout: float) -> bool:
+    """Stops the JVM recorded in ``pidfile`` if it is still ours: SIGTERM, then SIGKILL
+    after ``timeout``. Returns whether one was running."""
+    pid = read_pid(pidfile)
+    if pid is None or not is_our_jvm(pid, main_class, config):
+        pidfile.unlink(missing_ok=True)
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while is_our_jvm(pid, main_class, config) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if is_our_jvm(pid, main_class, config):
+        log.warning("%s (pid %d) ignored SIGTERM for %.0f s: killing it", what, pid, timeout)
+        os.kill(pid, signal.SIGKILL)
+        while is_our_jvm(pid, main_class, config):
+            time.sleep(0.05)
+    child = _CHILDREN.pop(pid, None)
+    if child is not None:
+        child.wait()
+    pidfile.unlink(missing_ok=True)
+    log.info("%s stopped (pid %d)", what, pid)
+    return True
+
+
+def _is_our_broker(pid: int, files: dict[str, Path]) -> bool:
+    """Whether ``pid`` is a live broker started with this home's config (not a reused pid)."""
+    return is_our_jvm(pid, MAIN_CLASS, files["config"])
 
 
 def broker_pids() -> list[int]:
@@ -409,22 +538,27 @@ def _broker(pid: int, files: dict[str, Path]) -> Broker:
 def broker_status() -> Broker | None:
     """The broker running for this ``LAKEHOUSE_HOME``, or None."""
     files = _files()
-    pid = _read_pid(files)
+    pid = read_pid(files["pid"])
     if pid is None or not _is_our_broker(pid, files) or not files["config"].exists():
         return None
     return _broker(pid, files)
 
 
-def log_tail(lines: int = 40) -> str:
-    """The last lines of the broker's log files (for error messages)."""
-    files = _files()
+def tail(paths: list[Path], lines: int, nothing: str) -> str:
+    """The last `lines` lines of each of `paths` that has any (for error messages)."""
     parts = []
-    for path in (files["logs"] / "server.log", files["logs"] / "broker.out"):
+    for path in paths:
         if path.exists():
             text = path.read_text(errors="replace").splitlines()[-lines:]
             if text:
                 parts.append(f"--- {path} (last {len(text)} lines)\n" + "\n".join(text))
-    return "\n".join(parts) or "(the broker wrote no log)"
+    return "\n".join(parts) or nothing
+
+
+def log_tail(lines: int = 40) -> str:
+    """The last lines of the broker's log files (for error messages)."""
+    logs = _files()["logs"]
+    return tail([logs / "server.log", logs / "broker.out"], lines, "(the broker wrote no log)")
 
 
 def _wait_until_ready(broker: Broker, timeout: float) -> None:
@@ -485,18 +619,8 @@ def start_broker(port: int | None = None, timeout: float = START_TIMEOUT_S) -> B
     started = time.monotonic()
     _format_storage(files)
     cmd = [*_jvm(files, HEAP), MAIN_CLASS, str(files["config"])]
-    with open(files["logs"] / "broker.out", "ab") as out:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=files["home"],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # survives the command that started it
-        )
-    _CHILDREN[proc.pid] = proc
-    files["pid"].write_text(f"{proc.pid}\n")
-    broker = _broker(proc.pid, files)
+    pid = start_jvm(cmd, files["home"], files["logs"] / "broker.out", files["pid"])
+    broker = _broker(pid, files)
     _wait_until_ready(broker, timeout)
     log.info(
         "Kafka %s broker started in %.1f s: pid %d on %s",
@@ -514,29 +638,7 @@ def stop_broker(timeout: float = STOP_TIMEOUT_S) -> bool:
     Returns whether a broker was running. Stopping a stopped broker does nothing.
     """
     files = _files()
-    pid = _read_pid(files)
-    if pid is None or not _is_our_broker(pid, files):
-        files["pid"].unlink(missing_ok=True)
-        return False
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _is_our_broker(pid, files) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if _is_our_broker(pid, files):
-        log.warning(
-            "the Kafka broker (pid %d) ignored SIGTERM for %.0f s: killing it",
-            pid,
-            timeout,
-        )
-        os.kill(pid, signal.SIGKILL)
-        while _is_our_broker(pid, files):
-            time.sleep(0.05)
-    child = _CHILDREN.pop(pid, None)
-    if child is not None:
-        child.wait()
-    files["pid"].unlink(missing_ok=True)
-    log.info("Kafka broker stopped (pid %d)", pid)
-    return True
+    return stop_jvm(files["pid"], MAIN_CLASS, files["config"], "the Kafka broker", timeout)
 
 
 # --- topics ----------------------------------------------------------------------------

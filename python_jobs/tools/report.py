@@ -8,6 +8,8 @@ Reads the run metadata the pipeline writes and charts it over time:
   (`ops.filter_stats_current`: a backfilled window once, its latest run);
 - row counts and null ratios per model after every build (`ops.dq_metrics`: the
   table's state then, a backfill's build included, not a count per window);
+- schema drift: the columns the CDC topics delivered that their staging models do not
+  decode (`ops.schema_drift`), when each was first seen;
 - successful builds per model (`ops.window_runs` and `ops.dq_metrics`) and the
   freshness of each Bronze table (newest `_ingested_at`).
 
@@ -51,7 +53,8 @@ class Chart:
 
     `kind` is `lines` (series of (time, value) points), `bars` (one bar per
     (label, value) of the first series) or `timeline` (one row per series, a mark per
-    time). `empty` says why there is nothing to draw.
+    time; `marks` names the earlier marks, hollow, and the last one, filled, in the
+    legend: no entry for None). `empty` says why there is nothing to draw.
     """
 
     chart_id: str
@@ -65,6 +68,8 @@ class Chart:
     empty: str | None = None
     markers: list[tuple[str, float]] = field(default_factory=list)
     table: list[tuple[str, ...]] = field(default_factory=list)  # rows shown under the svg
+    marks: tuple[str | None, str] = ("successful build", "last successful build")
+    mark_verb: str = "built at"  # a timeline mark's tooltip: "<series>: <verb> <time>"
 
     @property
     def points(self) -> int:
@@ -167,6 +172,42 @@ def dead_letter_reasons_chart(spark: SparkSession) -> Chart:
         "dead letters": [(f"{r['_topic']} · {r['_error_reason']}", r["count"]) for r in counts]
     }
     return chart.finish(_missing("bronze.dead_letter", table))
+
+
+SCHEMA_DRIFT = "ops.schema_drift"
+
+
+def schema_drift_chart(spark: SparkSession) -> Chart:
+    """The columns the CDC topics delivered that their staging models did not decode."""
+    drift = _read_table(spark, SCHEMA_DRIFT)
+    chart = Chart(
+        "schema_drift", "Schema drift: columns the staging models do not decode",
+        f"{SCHEMA_DRIFT} (first_seen_at)",
+        "Each column a CDC topic delivered to Bronze while its staging model did not decode "
+        "it, at the time it was first ingested. Bronze keeps it; decoding it is a change to "
+        "the staging model (docs/operations.md, \"A schema change in the source\").",
+        "timeline", "first seen in Bronze (UTC)", "topic · column",
+        marks=(None, "first seen"), mark_verb="first seen at",
+    )  # fmt: skip
+    rows = _rows(
+        drift, "topic", "column_name", "first_seen_at", "first_seen_bronze_version",
+        "first_seen_batch_id", "decoded", "drift_resolved_at",
+    )  # fmt: skip
+    chart.series = {f"{r['topic']} · {r['column_name']}": [(r["first_seen_at"], 0)] for r in rows}
+    chart.table = [
+        (
+            r["topic"],
+            r["column_name"],
+            _time_text(r["first_seen_at"]),
+            str(r["first_seen_bronze_version"]),
+            str(r["first_seen_batch_id"]),
+            f"since {_time_text(r['drift_resolved_at'])}" if r["decoded"] else "no",
+        )
+        for r in sorted(rows, key=lambda r: (r["topic"], r["column_name"]))
+    ]
+    if drift is None:
+        return chart.finish(f"{SCHEMA_DRIFT} does not exist yet (dbt build creates it)")
+    return chart.finish("no schema drift: the staging models decode every column delivered")
 
 
 FILTER_STATS = "ops.filter_stats_current"
@@ -333,6 +374,7 @@ def collect(spark: SparkSession, now: datetime | None = None) -> list[Chart]:
     return [
         *ingestion_charts(spark),
         dead_letter_reasons_chart(spark),
+        schema_drift_chart(spark),
         *filter_charts(spark),
         *quality_charts(spark),
         builds_chart(spark, now),
@@ -588,12 +630,13 @@ def draw_timeline(chart: Chart) -> str:
             body.append(
                 f'<circle class="point{" latest" if last else ""}" cx="{px(_epoch(when)):.1f}" '
                 f'cy="{y:.1f}" r="5" fill="{colour if last else "white"}" stroke="{colour}" '
-                f'stroke-width="2"><title>{_esc(name)}: built at {_time_text(when)}</title>'
-                "</circle>"
+                f'stroke-width="2"><title>{_esc(name)}: {_esc(chart.mark_verb)} '
+                f"{_time_text(when)}</title></circle>"
             )
     body.append(_axes(chart, frame, rows=True))
-    entries = [("successful build", colour, "hollow"), ("last successful build", colour, "point")]
-    return _svg(chart, frame, body, entries)
+    earlier, last = chart.marks
+    entries = [(earlier, colour, "hollow")] if earlier else []
+    return _svg(chart, frame, body, [*entries, (last, colour, "point")])
 
 
 DRAW = {"lines": draw_lines, "bars": draw_bars, "timeline": draw_timeline}
@@ -628,12 +671,15 @@ svg text { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, 
 
 SECTIONS = (
     ("Ingestion", ("ingestion_lag", "ingestion_throughput", "dead_letters", "dead_letter_reasons")),
+    ("Source schema", ("schema_drift",)),
     ("Filters and deduplication", ("filter_rejections", "duplicates_removed")),
     ("Data quality", ("row_counts", "null_ratios")),
     ("Builds and freshness", ("builds", "freshness")),
 )
 TABLE_HEADERS = {"builds": ("model", "last successful build (UTC)", "age"),
-                 "freshness": ("Bronze table", "newest row ingested (UTC)", "age")}  # fmt: skip
+                 "freshness": ("Bronze table", "newest row ingested (UTC)", "age"),
+                 "schema_drift": ("topic", "column", "first seen (UTC)", "Bronze version",
+                                  "batch", "decoded")}  # fmt: skip
 
 
 def render_panel(chart: Chart) -> str:

@@ -33,6 +33,7 @@ CHARTS = [
     "ingestion_throughput",
     "dead_letters",
     "dead_letter_reasons",
+    "schema_drift",
     "filter_rejections",
     "duplicates_removed",
     "row_counts",
@@ -65,7 +66,7 @@ def _create_tables(spark, dbt) -> None:
     assert report.filter_charts(spark)[0].empty == (
         "ops.filter_stats_current does not exist yet (dbt build creates it)"
     )
-    dbt("run", "--select", "filter_stats_current")
+    dbt("run", "--select", "filter_stats_current", "source_columns", "schema_drift")
 
 
 # --- stated rows ------------------------------------------------------------------------
@@ -192,6 +193,17 @@ def write_stated_rows(spark) -> None:
             )
     spark.sql("insert into ops.filter_stats values " + ", ".join(values))
 
+    # Columns seen: a drift still open, one decoded since, one that always was.
+    spark.sql(
+        "insert into ops.source_columns values "
+        f"('blog.public.users', 'referral_code', {sql_time(at(3))}, 4, 2, {sql_time(at(2))}, 6,"
+        f" false, {sql_time(at(10))}, null), "
+        f"('blog.public.articles', 'word_count', {sql_time(at(1))}, 2, 1, {sql_time(at(0))}, 3,"
+        f" true, {sql_time(at(10))}, {sql_time(at(70))}), "
+        f"('blog.public.users', 'email', {sql_time(at(0))}, 1, 0, {sql_time(at(0))}, 6,"
+        " true, null, null)"
+    )
+
     values = []
     for invocation, relations in DQ_RUNS.items():
         started = RUN_STARTED[invocation]
@@ -250,6 +262,7 @@ def test_a_lakehouse_without_tables_gives_no_data_yet_panels(spark, lakehouse_ho
     assert "ops.filter_stats_current does not exist yet" in views["filter_rejections"].text
     assert "ops.dq_metrics does not exist yet" in views["null_ratios"].text
     assert "bronze.dead_letter does not exist yet" in views["dead_letter_reasons"].text
+    assert "ops.schema_drift does not exist yet" in views["schema_drift"].text
     assert "do not exist yet" in views["builds"].text
     assert "no Bronze table has rows yet" in views["freshness"].text
 
@@ -265,6 +278,7 @@ def test_empty_tables_then_stated_rows(spark, dbt, lakehouse_home):
         "ingestion_throughput": "ops.ingestion_batches has no rows to chart",
         "dead_letters": "ops.ingestion_batches has no rows to chart",
         "dead_letter_reasons": "bronze.dead_letter has no rows to chart",
+        "schema_drift": "no schema drift: the staging models decode every column delivered",
         "filter_rejections": "ops.filter_stats_current has no rows to chart",
         "duplicates_removed": "ops.filter_stats_current has no rows to chart",
         "row_counts": "ops.dq_metrics has no rows to chart",
@@ -281,7 +295,7 @@ def test_empty_tables_then_stated_rows(spark, dbt, lakehouse_home):
 
     # One null-ratio chart per profiled model, in place of the single empty one.
     per_model = [f"null_ratios_{r}" for r in ("gold.fct_visits", "silver.users", "silver.visits")]
-    assert list(views) == CHARTS[:7] + per_model + CHARTS[8:]
+    assert list(views) == CHARTS[:8] + per_model + CHARTS[9:]
     got = {c: (v.series, v.points, v.values) for c, v in views.items() if not v.empty}
     assert got == {
         # Series sorted by name, points by time. Only CDC topics have a lag.
@@ -290,6 +304,8 @@ def test_empty_tables_then_stated_rows(spark, dbt, lakehouse_home):
         "ingestion_throughput": (2, 4, (50.0, 40.0, 20.0, 24.0)),
         "dead_letters": (2, 4, (1, 0, 2, 3)),
         "dead_letter_reasons": (1, 2, (1, 1)),
+        # The two columns that drifted; `email` was always decoded.
+        "schema_drift": (2, 2, ()),
         # future_event_time, missing_page, missing_visit_id, unparseable_event_time,
         # unsupported_device: two windows each, the second as backfilled (inv-3; inv-2,
         # superseded, is left out).
@@ -312,6 +328,7 @@ def test_empty_tables_then_stated_rows(spark, dbt, lakehouse_home):
     assert legends == {
         **{c: series for c, (series, _, _) in got.items()},
         "builds": 2,
+        "schema_drift": 1,
         "dead_letter_reasons": 1,
         "freshness": 3,
     }
@@ -319,6 +336,12 @@ def test_empty_tables_then_stated_rows(spark, dbt, lakehouse_home):
     assert "the table was always empty" in views["null_ratios_gold.fct_visits"].text
     assert "blog.visits · malformed_json" in views["dead_letter_reasons"].text
     assert "blog.visits · not_an_object" in views["dead_letter_reasons"].text
+    drift = views["schema_drift"].text
+    assert (
+        "blog.public.articles\tword_count\t2026-11-20 08:01:00\t2\t1\tsince 2026-11-20 09:10:00"
+    ) in drift
+    assert "blog.public.users\treferral_code\t2026-11-20 08:03:00\t4\t2\tno" in drift
+    assert "email" not in drift
     builds = views["builds"].text
     assert "silver.users\t2026-11-20 09:10:30\t2.8 h ago" in builds
     assert "silver.visits\t2026-11-20 09:11:00\t2.8 h ago" in builds

@@ -45,6 +45,10 @@ def compile_error(dbt, sql: str) -> str:
             "default__decode_debezium_decimal('x', 12, 2)",
             "decode_debezium_decimal: only the spark adapter is supported, not spark",
         ),
+        (
+            "default__decode_debezium_timestamp('x')",
+            "decode_debezium_timestamp: only the spark adapter is supported, not spark",
+        ),
     ],
 )
 def test_bad_macro_arguments_fail_compilation(dbt, call: str, message: str) -> None:
@@ -100,17 +104,57 @@ def test_a_value_beyond_the_declared_precision_fails_loudly(spark, value, precis
 
 def _render_decimal(spark, column: str, precision: int, scale: int) -> str:
     """The SQL `decode_debezium_decimal` renders, via dbt's own compiler (in-process)."""
+    return _render(f'decode_debezium_decimal("{column}", {precision}, {scale})')
+
+
+def _render(call: str) -> str:
+    """The SQL a macro call renders, via dbt's own compiler (in-process)."""
     from python_jobs.run_dbt import invoke
 
-    result = invoke(
-        [
-            "compile",
-            "--inline",
-            f'select {{{{ decode_debezium_decimal("{column}", {precision}, {scale}) }}}}',
-        ]
-    )
+    result = invoke(["compile", "--inline", f"select {{{{ {call} }}}}"])
     assert result.success, result.exception
     return result.result.results[0].node.compiled_code.removeprefix("select ")
+
+
+DAY_US = 86_400_000_000
+
+
+def _julian_micros(year: int, month: int, day: int, micros_of_day: int = 0) -> int:
+    """What a snapshot sends for a PostgreSQL timestamp before 1582-10-15: its fields
+    counted in the Julian calendar (the Julian day number, Fliegel and Van Flandern's
+    form), in microseconds since 1970-01-01."""
+    a = (14 - month) // 12
+    y, m = year + 4800 - a, month + 12 * a - 3
+    jdn = day + (153 * m + 2) // 5 + 365 * y + y // 4 - 32083
+    return (jdn - 2_440_588) * DAY_US + micros_of_day
+
+
+def test_timestamp_decoding_reads_julian_snapshot_values_back(spark) -> None:
+    cases = [
+        # Snapshot rows before 1582-10-15: Julian, read back into their fields.
+        ("r", _julian_micros(1, 1, 1), "0001-01-01 00:00:00.000000"),
+        ("r", -62_135_769_600_000_000, "0001-01-01 00:00:00.000000"),  # the connector's
+        ("r", _julian_micros(100, 3, 1, 1), "0100-03-01 00:00:00.000001"),
+        ("r", _julian_micros(1000, 12, 31, DAY_US - 1), "1000-12-31 23:59:59.999999"),
+        ("r", _julian_micros(1500, 2, 28, 43_200_000_000), "1500-02-28 12:00:00.000000"),
+        ("r", _julian_micros(1582, 10, 4, DAY_US - 1), "1582-10-04 23:59:59.999999"),
+        # From the first Gregorian day on, and every streamed change: as they are.
+        ("r", -12_219_292_800_000_000, "1582-10-15 00:00:00.000000"),
+        ("r", -1, "1969-12-31 23:59:59.999999"),
+        ("c", -62_135_596_800_000_000, "0001-01-01 00:00:00.000000"),
+        ("u", -12_219_336_000_000_000, "1582-10-14 12:00:00.000000"),
+        ("r", None, None),
+    ]
+    sql = _render("decode_debezium_timestamp('m', 'op')")
+    rows = ", ".join(
+        f"({i}, '{op}', cast({'null' if m is None else m} as bigint))"
+        for i, (op, m, _) in enumerate(cases)
+    )
+    got = spark.sql(
+        f"select i, date_format({sql}, 'yyyy-MM-dd HH:mm:ss.SSSSSS') as v "
+        f"from values {rows} as t(i, op, m) order by i"
+    ).collect()
+    assert [r.v for r in got] == [expected for _, _, expected in cases]
 
 
 MODEL = "{'schema': 'silver', 'alias': 'users'}"

@@ -164,7 +164,9 @@ def test_on_schema_change_decides_what_a_new_or_removed_column_does(
     assert read_rows(spark, EVOLVING, "id, name") == [(1, "anna"), (2, "bo")]
     assert columns_of(spark, EVOLVING_HISTORY) == ["id", "name", *history_columns]
 
-    # append_new_columns: added to the table and the history, null for older rows.
+    # append_new_columns, the default (the run names no mode, so the models set none;
+    # dbt fills its own default, ignore, which must not win): added to the table and
+    # the history, null for older rows.
     ingest_evolving(spark, 8, [(2, "u", 4, "bob")])
     evolve(dbt, lakehouse_home, 9, "added")
     assert columns_of(spark, EVOLVING) == ["id", "name", "name_length"]

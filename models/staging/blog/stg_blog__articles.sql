@@ -26,8 +26,8 @@ final as (
         after_image.title,
         after_image.category,
         after_image.status,
-        timestamp_micros(after_image.published_at) as published_at,
-        timestamp_micros(after_image.updated_at) as updated_at,
+        {{ decode_debezium_timestamp('after_image.published_at') }} as published_at,
+        {{ decode_debezium_timestamp('after_image.updated_at') }} as updated_at,
         {{ change_event_metadata() }}
     from row_images
 )

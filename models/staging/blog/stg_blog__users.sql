@@ -27,8 +27,8 @@ final as (
         after_image.country,
         after_image.plan,
         {{ decode_debezium_decimal('after_image.lifetime_value', 12, 2) }} as lifetime_value,
-        timestamp_micros(after_image.created_at) as created_at,
-        timestamp_micros(after_image.updated_at) as updated_at,
+        {{ decode_debezium_timestamp('after_image.created_at') }} as created_at,
+        {{ decode_debezium_timestamp('after_image.updated_at') }} as updated_at,
         after_image.preferred_language,
         {{ change_event_metadata() }}
     from row_images

@@ -6,6 +6,10 @@ PYTHON ?= python3
 VENV := $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Airflow in its own virtualenv, so its pins don't fight dbt's (orchestration/airflow/).
+AIRFLOW_VENV := $(CURDIR)/.venv-airflow
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
+AIRFLOW_REQUIREMENTS := orchestration/airflow/requirements.txt
 
 # Everything the commands write lives under LAKEHOUSE_HOME (CONTRACT.md section 1).
 ifeq ($(strip $(LAKEHOUSE_HOME)),)
@@ -29,8 +33,10 @@ DEMO_ARGS ?=
 PYTEST_ARGS ?=
 RUN_ARGS ?=
 MAINTAIN_ARGS ?=
+# make dag-test DAG_DATE=2024-10-07T01:00:00 (the run's logical date = its interval's end; empty: now)
+DAG_DATE ?=
 
-.PHONY: help setup java chromium demo test test-fast lint pr-check ingest build run maintain docs report simulate bench clean kafka-up kafka-down catalog-up catalog-down postgresql cluster-up cluster-down
+.PHONY: help setup java chromium demo test test-fast lint pr-check ingest build run maintain docs report simulate bench clean kafka-up kafka-down catalog-up catalog-down postgresql cluster-up cluster-down airflow dag-test
 
 help:
 	@echo "make demo     simulate a workload, ingest it, build everything, print a summary"
@@ -50,6 +56,8 @@ help:
 	@echo "make catalog-down stop it"
 	@echo "make cluster-up   a Spark master, 2 workers and a Thrift server on them, on 127.0.0.1 (CLUSTER_PORT, CLUSTER_UI_PORT, THRIFT_PORT, THRIFT_UI_PORT; 0: a free port)"
 	@echo "make cluster-down stop them"
+	@echo "make airflow  create .venv-airflow with the pinned Airflow 3 (for the lakehouse DAG)"
+	@echo "make dag-test one run of the Airflow DAG with Airflow's runner, AIRFLOW_HOME under LAKEHOUSE_HOME (DAG_DATE=...)"
 	@echo "make setup    create .venv, install the pinned stack, resolve the Spark jars"
 
 # Java 17 (or 21) is a prerequisite of Spark 4; we don't install a JDK behind your back.
@@ -94,6 +102,16 @@ chromium:
 	  apt-get update && apt-get install -y chromium) || { \
 	  echo "Chromium is required for the browser tests. Install it with:"; \
 	  echo "  sudo apt-get update && sudo apt-get install -y chromium"; exit 1; }
+
+# Airflow 3 from PyPI alone (its constraint files live elsewhere): every package pinned in
+# the requirements file. Ordered after .venv, whose recipe checks the Python version.
+$(AIRFLOW_STAMP): $(AIRFLOW_REQUIREMENTS) | $(STAMP)
+	@test -x $(AIRFLOW_VENV)/bin/pip || $(PYTHON) -m venv --clear $(AIRFLOW_VENV)
+	RUSTUP_HOME=$(AIRFLOW_VENV)/rustup PIP_CACHE_DIR=$(AIRFLOW_VENV)/pip-cache \
+	  $(AIRFLOW_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(AIRFLOW_REQUIREMENTS)
+	@touch $@
+
+airflow: $(AIRFLOW_STAMP)
 
 setup: java $(STAMP) $(VENV)/.jars
 	@mkdir -p "$(TMPDIR)"
@@ -172,8 +190,13 @@ cluster-up: setup
 cluster-down: setup
 	$(PY) -m python_jobs.tools.cluster down
 
+# One run of the lakehouse DAG (orchestration/airflow/dags/lakehouse.py) with Airflow's
+# own runner, `airflow dags test`, against this LAKEHOUSE_HOME (python_jobs/tools/airflow_local.py).
+dag-test: setup airflow
+	$(PY) -m python_jobs.tools.airflow_local dags test lakehouse $(DAG_DATE)
+
 lint: setup
-	$(VENV)/bin/ruff check python_jobs tests bench
+	$(VENV)/bin/ruff check python_jobs tests bench orchestration
 	$(PY) -m python_jobs.tools.lint
 
 # A pull request's check (docs/reviewing.md): sqlfluff on the SQL changed since BASE, then
@@ -185,7 +208,7 @@ pr-check: setup
 
 # Two workers, whole files each (a file's fixtures build once); each worker has its own
 # LAKEHOUSE_HOME and Spark session (tests/conftest.py). PYTEST_ARGS="-n 0" runs serially.
-test: setup chromium postgresql lint
+test: setup airflow chromium postgresql lint
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 # The fast tier (docs/testing.md#tiers): the tests marked `fast` (tests/tiers.py lists

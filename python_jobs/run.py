@@ -8,11 +8,15 @@
 Steps run in one process, on one SparkSession. The first step that fails stops the run:
 the exit code is non-zero and the last line names the step. Re-running the same
 execution time is a backfill of its window (docs/operations.md, "Backfills").
+`--step NAME` runs one step alone: a scheduler's task per step (the Airflow DAG,
+orchestration/airflow/dags/lakehouse.py), so a failure names its task and a retry
+re-runs only that step.
 
     python -m python_jobs.run                                   # now, local target
     python -m python_jobs.run --execution-time 2024-10-07T00:00:00
     python -m python_jobs.run --target cluster --source kafka --bootstrap-servers H:P
     python -m python_jobs.run -- --select silver                # extra dbt arguments
+    python -m python_jobs.run --step build --execution-time 2024-10-07T01:00:00
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 STEPS = ("ingest", "snapshot", "build")
+# dbt's node selection: the build's (`-- --select x`), not the snapshot step's, whose
+# own `--select +devices_history` it would widen (dbt adds up repeated selections).
+SELECTION_FLAGS = ("--select", "-s", "--exclude", "--selector", "--models", "--model", "-m")
 
 
 class StepFailed(RuntimeError):
@@ -49,6 +56,21 @@ def parse_execution_time(value: str) -> str:
     if parsed.tzinfo is not None:
         parsed = parsed.astimezone(UTC).replace(tzinfo=None)
     return parsed.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def without_selection(dbt_args: list[str]) -> list[str]:
+    """`dbt_args` less its node selection (a flag and its values, up to the next flag)."""
+    kept: list[str] = []
+    skipping = False
+    for arg in dbt_args:
+        if arg in SELECTION_FLAGS or arg.split("=", 1)[0] in SELECTION_FLAGS:
+            skipping = "=" not in arg
+            continue
+        if skipping and not arg.startswith("-"):
+            continue
+        skipping = False
+        kept.append(arg)
+    return kept
 
 
 def ingest_step(options) -> None:
@@ -124,8 +146,15 @@ def parse_args(argv: list[str] | None):
         default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
         help="kafka source: the brokers (default: $KAFKA_BOOTSTRAP_SERVERS)",
     )
-    parser.add_argument(
+    steps = parser.add_mutually_exclusive_group()
+    steps.add_argument(
         "--skip-ingest", action="store_true", help="build what Bronze holds, ingest nothing"
+    )
+    steps.add_argument(
+        "--step",
+        choices=STEPS,
+        default=None,
+        help="run this step alone (a scheduler's task per step; default: every step)",
     )
     args, dbt_args = parser.parse_known_args(argv)
     if dbt_args and dbt_args[0] == "--":
@@ -161,11 +190,16 @@ def main(argv: list[str] | None = None) -> int:
     except PreflightError as error:
         print(f"run: {error}", file=sys.stderr)
         return 1
-    steps: list[tuple[str, Callable[[], None]]] = []
-    if not args.skip_ingest:
-        steps.append(("ingest", lambda: ingest_step(options)))
-    steps.append(("snapshot", lambda: snapshot_step(args.target, dbt_args)))
-    steps.append(("build", lambda: build_step(args.target, at, dbt_args)))
+    every: dict[str, Callable[[], None]] = {
+        "ingest": lambda: ingest_step(options),
+        "snapshot": lambda: snapshot_step(args.target, without_selection(dbt_args)),
+        "build": lambda: build_step(args.target, at, dbt_args),
+    }
+    if args.step:
+        names = [args.step]
+    else:
+        names = [name for name in STEPS if not (args.skip_ingest and name == "ingest")]
+    steps = [(name, every[name]) for name in names]
     print(f"run: target {args.target}, execution time {at}", flush=True)
     return run_steps(steps)
 

@@ -47,6 +47,22 @@ def test_execution_time_is_checked_before_anything_runs() -> None:
         run.parse_args(["--execution-time", "yesterday"])
     with pytest.raises(SystemExit):
         run.parse_args(["--select", "visits"])  # dbt's arguments go after --
+    with pytest.raises(SystemExit):
+        run.parse_args(["--step", "publish"])
+    with pytest.raises(SystemExit):
+        run.parse_args(["--step", "build", "--skip-ingest"])
+    args, dbt_args = run.parse_args(["--step", "snapshot", "--", "--select", "+users"])
+    assert (args.step, dbt_args) == ("snapshot", ["--select", "+users"])
+
+
+def test_the_snapshot_step_keeps_the_dbt_arguments_but_the_build_selection() -> None:
+    """dbt adds up repeated selections: the build's `--select` must not reach the
+    snapshot step's `build --select +devices_history` (it would build those models
+    there, at the default execution time)."""
+    args = ["--select", "+users", "users_history", "--threads", "4", "--exclude=visits"]
+    args += ["-s", "x", "--full-refresh", "--selector", "nightly", "-m", "y", "--target", "dev"]
+    assert run.without_selection(args) == ["--threads", "4", "--full-refresh", "--target", "dev"]
+    assert run.without_selection([]) == []
 
 
 @pytest.mark.slow

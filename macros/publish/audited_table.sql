@@ -19,6 +19,12 @@
        contract's definition (open-source Delta sets NOT NULL only at creation and CHECK
        only by ALTER), so that publication takes a few commits, readers seeing an empty
        table in between. A new `not_null` on an existing table needs --full-refresh.
+
+    Incremental (`unique_key` and `incremental_inputs`, _audited_table_incremental.sql):
+    only the rows whose inputs changed since the last publish are written to staging
+    and audited, and step 3 merges them by key in one commit.
+    `tblproperties` (e.g. the change data feed a downstream incremental model reads)
+    are set when the table is created and kept set after each publish.
 -#}
 {% materialization audited_table, adapter='spark' -%}
     {%- set label = "audited_table (model " ~ this.schema ~ '.' ~ this.identifier ~ ")" -%}
@@ -26,7 +32,10 @@
     {%- set staging = this.incorporate(path={'identifier': this.identifier ~ '__staging'},
         type='table') -%}
     {%- set input = this.identifier ~ '__audit_input' -%}
+    {%- set keys = this.identifier ~ '__audit_keys' -%}
     {%- set audits = _awap_declared_audits(config.get('audits', []), label) -%}
+    {%- set incremental = _awap_incremental_options(label) -%}
+    {%- set properties = config.get('tblproperties') or {} -%}
 
     {{ run_hooks(pre_hooks) }}
 
@@ -36,18 +45,41 @@
     {%- do run_query('create or replace temporary view ' ~ input ~ ' as ' ~ sql) -%}
     {%- set columns = _cdc_describe(input) -%}
     {%- set constraints = _awap_constraints(model) -%}
+    {%- set replace = _awap_needs_replace(target, columns, constraints) -%}
+    {%- set plan = none if incremental is none
+        else _awap_incremental_plan(target, incremental, columns, replace, label) -%}
+    {%- if plan is not none and plan.reason is not none -%}
+        {{ log(label ~ ": a full rebuild: " ~ plan.reason, info=true) }}
+    {%- endif -%}
+    {%- set merging = plan is not none and plan.reason is none -%}
 
-    {#- 1. Write into staging, under the contract's constraints. -#}
+    {#- 1. Write into staging, under the contract's constraints: every row, or (merging)
+        the rows of the keys whose inputs changed. -#}
     {%- set definition = _awap_definition(columns, constraints) -%}
     {%- do _cdc_create_tables([(staging, definition)]) -%}
     {%- do _awap_add_checks(staging, constraints) -%}
-    {%- do run_query("insert into " ~ staging ~ " select " ~ _cdc_column_list(columns)
-        ~ " from " ~ input) -%}
-    {%- do run_query('drop view if exists ' ~ input) -%}
+    {%- if merging -%}
+        {%- do _cdc_cache(keys, _awap_keys_sql(target, input, incremental, plan)) -%}
+        {%- set recomputed = run_query("select count(*) from " ~ keys)[0][0] | int -%}
+        {{ log(label ~ ": incremental: " ~ recomputed ~ " keys to recompute", info=true) }}
+        {%- if recomputed > 0 -%}
+            {%- do run_query("insert into " ~ staging ~ " select " ~ _cdc_column_list(columns)
+                ~ " from " ~ input ~ " left semi join " ~ keys ~ " as k on "
+                ~ _awap_key_match(incremental.unique_key, input, 'k')) -%}
+        {%- endif -%}
+    {%- else -%}
+        {%- do run_query("insert into " ~ staging ~ " select " ~ _cdc_column_list(columns)
+            ~ " from " ~ input) -%}
+    {%- endif -%}
 
-    {#- 2. Audit the staging table. -#}
-    {%- set failed = _awap_run_audits(staging, audits, label) -%}
+    {#- 2. Audit the staging table (nothing to audit when no key changed). -#}
+    {%- set failed = [] if merging and recomputed == 0
+        else _awap_run_audits(staging, audits, label) -%}
     {%- if failed -%}
+        {%- do run_query('drop view if exists ' ~ input) -%}
+        {%- if merging -%}
+            {%- do _cdc_uncache(keys) -%}
+        {%- endif -%}
         {%- set existing = load_relation(target) -%}
         {{ exceptions.raise_compiler_error(label ~ ": not published, audits failed: "
             ~ failed | join('; ') ~ ". "
@@ -56,21 +88,36 @@
             ~ "; the rejected candidate is in " ~ staging ~ ".") }}
     {%- endif -%}
 
-    {#- 3. Publish: one commit, or (new table, changed columns or checks) the table is
-        replaced with the contract's definition first. -#}
-    {%- if _awap_needs_replace(target, columns, constraints) -%}
-        {%- set existing = load_relation(target) -%}
-        {%- if existing is not none and not existing.is_delta -%}
-            {%- do adapter.drop_relation(existing) -%}
+    {#- 3. Publish: one commit (a merge of the recomputed keys, or an overwrite), or (new
+        table, changed columns or checks) the table is replaced with the contract's
+        definition first. -#}
+    {%- if merging -%}
+        {%- call statement('main') -%}
+            {%- if recomputed > 0 %}
+            {{ _awap_merge_sql(target, staging, keys, columns, incremental.unique_key) }}
+            {%- else %}
+            select 'no input changed since the last publish' as status
+            {%- endif %}
+        {%- endcall -%}
+        {%- do _cdc_uncache(keys) -%}
+    {%- else -%}
+        {%- if replace -%}
+            {%- set existing = load_relation(target) -%}
+            {%- if existing is not none and not existing.is_delta -%}
+                {%- do adapter.drop_relation(existing) -%}
+            {%- endif -%}
+            {%- do run_query("create or replace table " ~ target ~ " (" ~ definition
+                ~ ") using delta" ~ (" " ~ _delta_tblproperties_clause(properties)
+                if properties else "")) -%}
+            {%- do _awap_add_checks(target, constraints) -%}
         {%- endif -%}
-        {%- do run_query("create or replace table " ~ target ~ " (" ~ definition
-            ~ ") using delta") -%}
-        {%- do _awap_add_checks(target, constraints) -%}
+        {%- call statement('main') -%}
+            insert overwrite table {{ target }}
+            select {{ _cdc_column_list(columns) }} from {{ staging }}
+        {%- endcall -%}
     {%- endif -%}
-    {%- call statement('main') -%}
-        insert overwrite table {{ target }}
-        select {{ _cdc_column_list(columns) }} from {{ staging }}
-    {%- endcall -%}
+    {%- do run_query('drop view if exists ' ~ input) -%}
+    {%- do _awap_set_properties(target, properties, plan) -%}
     {%- do run_query('drop table if exists ' ~ staging) -%}
     {%- do persist_docs(target, model) -%}
     {{ run_hooks(post_hooks) }}

@@ -7,7 +7,8 @@ the histories, the dimensions, silver.visits, the fact and the aggregate.
 - fct_visits: user 7 is created, upgraded and deleted; visits fall before their first
   version, inside each version, exactly at the change, exactly at the delete and after
   it. Round 2 delivers a change of user 8 that happened before some of their visits but
-  arrives late: the next build re-attributes them.
+  arrives late: the next build re-attributes them, recomputing only user 8's visits and
+  the new ones (the dimensions and the fact are incremental), and equals a rebuild.
 - agg_article_daily_visits (lookback 3 days): round 2 also delivers a visit on a new
   day, one two days late (its day is re-aggregated; untouched days keep the invocation
   that wrote them) and one a week late (its day is closed: not aggregated, and the
@@ -185,6 +186,23 @@ def version_keys_match(spark) -> int:
     ).first()[0]
 
 
+def every_column(spark, table: str) -> list[tuple]:
+    return sorted(tuple(row) for row in spark.table(table).collect())
+
+
+def last_commit(spark, table: str) -> tuple[str, dict[str, int]]:
+    """The operation that last wrote the table's rows (its property commits skipped)
+    and the rows it inserted, updated and deleted."""
+    history = spark.sql(f"describe history {table}").collect()
+    row = next(r for r in history if r["operation"] != "SET TBLPROPERTIES")
+    metrics = row["operationMetrics"] or {}
+    counts = {
+        name: int(metrics.get(f"numTargetRows{name.title()}", 0))
+        for name in ("inserted", "updated", "deleted")
+    }
+    return row["operation"], counts
+
+
 def aggregate(spark, invocations: list[str]) -> list[tuple]:
     """The aggregate's rows, with the round whose invocation last wrote each."""
     rows = spark.sql(
@@ -226,12 +244,16 @@ def rounds(spark, dbt):
     append_to_bronze(spark, "blog.visits", "visits-2.json", VISITS_2, ROUND_2, 1)
     build("2024-10-07T11:00:00")
     seen[2] = (facts(spark), version_keys_match(spark), aggregate(spark, invocations))
+    seen["incremental"] = {t: last_commit(spark, f"gold.{t}") for t in INCREMENTAL}
+    seen["fct_incremental"] = every_column(spark, "gold.fct_visits")
     seen["reconciliation_2"] = reconciliation(dbt)
     build("2024-10-07T11:00:00", select="agg_article_daily_visits")  # a re-run
     seen[3] = aggregate(spark, invocations)
     build("2024-10-08T11:00:00", "--full-refresh", select="agg_article_daily_visits")
     seen[4] = aggregate(spark, invocations)
     seen["reconciliation_4"] = reconciliation(dbt)
+    build("2024-10-08T11:00:00", "--full-refresh", select="dim_users dim_articles fct_visits")
+    seen["fct_rebuilt"] = every_column(spark, "gold.fct_visits")
     return seen
 
 
@@ -241,6 +263,26 @@ def test_each_visit_sees_the_versions_valid_at_its_time(rounds) -> None:
 
 def test_a_change_that_arrives_late_re_attributes_the_visits_it_covers(rounds) -> None:
     assert rounds[2][:2] == (FACTS_2, 0)
+
+
+# Round 2, per incremental gold model: (operation, rows inserted/updated/deleted).
+INCREMENTAL = {
+    # user 8's late change splits their one version: closed (updated), the new one inserted
+    "dim_users": ("MERGE", {"inserted": 1, "updated": 1, "deleted": 0}),
+    # no article changed: nothing recomputed, the table not written
+    "dim_articles": ("WRITE", {"inserted": 0, "updated": 0, "deleted": 0}),
+    # the 3 new visits; user 8's 3 valid visits recomputed, 2 of them re-attributed
+    "fct_visits": ("MERGE", {"inserted": 3, "updated": 2, "deleted": 0}),
+}
+
+
+def test_round_2_recomputes_only_what_changed(rounds) -> None:
+    assert rounds["incremental"] == INCREMENTAL
+
+
+def test_the_incremental_fact_equals_a_full_rebuild(rounds) -> None:
+    assert rounds["fct_rebuilt"] == rounds["fct_incremental"]
+    assert len(rounds["fct_rebuilt"]) == len(FACTS_2)
 
 
 def test_the_first_build_aggregates_every_day(rounds) -> None:

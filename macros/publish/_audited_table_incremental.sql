@@ -1,0 +1,228 @@
+{#-
+    Private: the incremental mode of `audited_table`. With `unique_key` and
+    `incremental_inputs` set, a build recomputes only the rows whose inputs changed
+    since the last publish, audits them, and merges them into the published table:
+
+        config:
+          unique_key: visit_id
+          incremental_inputs:          # input model: the column linking its rows to ours
+            visits: visit_id
+            dim_users: user_id
+            dim_articles: article_id
+
+    The rows recomputed are those whose `<column>` equals the `<column>` of a row of
+    `<input>` inserted, updated or deleted since the input version the last publish
+    read (the input's Delta change data feed; it must be on: tblproperties
+    `delta.enableChangeDataFeed: true`), in the model's new output or in the published
+    table. The input versions read are recorded in the table's properties
+    (`lakehouse.input.<schema>.<table>` = `<table id>@<version>`) after each publish.
+    Anything the change feed cannot describe makes the build a full rebuild, with the
+    reason in the log: no recorded version, a full refresh, a changed contract, an
+    input replaced, restored (a backfill), vacuumed or further behind than its log
+    reaches, or without a change feed.
+-#}
+
+{#- The incremental configuration: none (a full rebuild every time), or
+    {unique_key: [..], inputs: [{model, column}]}, validated. -#}
+{% macro _awap_incremental_options(label) -%}
+    {%- set unique_key = config.get('unique_key') -%}
+    {%- set inputs = config.get('incremental_inputs') -%}
+    {%- if unique_key is none and inputs is none -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- if unique_key is none or inputs is none -%}
+        {{ exceptions.raise_compiler_error(label ~ ": unique_key and incremental_inputs go "
+            ~ "together (an incremental audited_table recomputes rows by key), got unique_key "
+            ~ unique_key ~ ", incremental_inputs " ~ inputs) }}
+    {%- endif -%}
+    {%- if inputs is not mapping or not inputs -%}
+        {{ exceptions.raise_compiler_error(label ~ ": incremental_inputs must map input "
+            ~ "models to the column linking their rows to this model's, e.g. "
+            ~ "{users_history: user_id}, got " ~ inputs) }}
+    {%- endif -%}
+    {%- set parsed = {'unique_key': _cdc_as_list(unique_key, 'unique_key', label), 'inputs': []} -%}
+    {%- for name, column in inputs.items() -%}
+        {%- if not (column is string and column | trim) -%}
+            {{ exceptions.raise_compiler_error(label ~ ": incremental_inputs." ~ name
+                ~ " must be a column name, got " ~ column) }}
+        {%- endif -%}
+        {%- do parsed.inputs.append({'model': name, 'column': column | trim}) -%}
+    {%- endfor -%}
+    {{ return(parsed) }}
+{%- endmacro %}
+
+{#- The property recording which version of `relation` the last publish read. -#}
+{% macro _awap_mark_property(relation) -%}
+    {{ return('lakehouse.input.' ~ relation.schema ~ '.' ~ relation.identifier) }}
+{%- endmacro %}
+
+{#-
+    What an incremental build reads: for each input, its relation, its current
+    `{id}@{version}`, and the versions to read changes from (the recorded mark + 1 to
+    now); or `reason` (why this build rebuilds everything). `columns`: the model's
+    output columns; every input column and key must be among them.
+-#}
+{% macro _awap_incremental_plan(target, incremental, columns, replace, label) -%}
+    {%- set names = columns | map(attribute='name') | map('lower') | list -%}
+    {%- for column in incremental.unique_key + incremental.inputs | map(attribute='column') | list
+            if column | lower not in names -%}
+        {{ exceptions.raise_compiler_error(label ~ ": column '" ~ column ~ "' (unique_key or "
+            ~ "incremental_inputs) is not in the model's output (" ~ names | join(', ') ~ ")") }}
+    {%- endfor -%}
+    {%- set plan = {'reason': none, 'inputs': []} -%}
+    {%- set recorded = {} -%}
+    {%- if replace -%}
+        {%- do plan.update({'reason': 'a new table, a full refresh or a changed contract'}) -%}
+    {%- else -%}
+        {%- for row in run_query("show tblproperties " ~ target) -%}
+            {%- do recorded.update({row[0]: row[1]}) -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {%- for input in incremental.inputs -%}
+        {%- set relation = ref(input.model) -%}
+        {%- set detail = {'id': run_query("describe detail " ~ relation)[0]['id'], 'properties': {}} -%}
+        {%- for row in run_query("show tblproperties " ~ relation) -%}
+            {%- do detail.properties.update({row[0]: row[1]}) -%}
+        {%- endfor -%}
+        {%- set history = run_query("describe history " ~ relation ~ " limit 100") -%}
+        {%- set current = history[0]['version'] | int -%}
+        {%- set state = {'from': none} -%}
+        {%- set mark = recorded.get(_awap_mark_property(relation)) -%}
+        {%- if plan.reason is none -%}
+            {%- set why = _awap_input_unreadable(relation, detail, history, mark) -%}
+            {%- if why -%}
+                {%- do plan.update({'reason': why}) -%}
+            {%- else -%}
+                {%- do state.update({'from': mark.split('@')[1] | int + 1}) -%}
+            {%- endif -%}
+        {%- endif -%}
+        {%- do plan.inputs.append({'relation': relation, 'column': input.column,
+            'from': state['from'], 'to': current, 'mark': detail['id'] ~ '@' ~ current}) -%}
+    {%- endfor -%}
+    {{ return(plan) }}
+{%- endmacro %}
+
+{#- Why the change feed of `relation` cannot say what changed since `mark`, or ''. -#}
+{% macro _awap_input_unreadable(relation, detail, history, mark) -%}
+    {%- if mark is none -%}
+        {{ return('no version of ' ~ relation ~ ' recorded yet') }}
+    {%- endif -%}
+    {%- set table_id, version = mark.split('@') -%}
+    {%- set version = version | int -%}
+    {%- set current = history[0]['version'] | int -%}
+    {%- if table_id != detail['id'] -%}
+        {{ return(relation ~ ' was replaced by another table') }}
+    {%- elif detail.properties.get('delta.enableChangeDataFeed', 'false') | lower != 'true' -%}
+        {{ return(relation ~ ' has no change data feed (tblproperties '
+            ~ 'delta.enableChangeDataFeed: true)') }}
+    {%- elif current < version -%}
+        {{ return(relation ~ ' is at version ' ~ current ~ ', before the recorded ' ~ version) }}
+    {%- elif current - version >= history | length -%}
+        {{ return(relation ~ ' has more than ' ~ (history | length - 1)
+            ~ ' commits since the last publish') }}
+    {%- endif -%}
+    {%- set readable = ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'OPTIMIZE', 'ADD COLUMNS',
+                        'SET TBLPROPERTIES'] -%}
+    {%- for row in history if row['version'] | int > version -%}
+        {%- if row['operation'] not in readable or (row['operation'] == 'SET TBLPROPERTIES'
+                and 'enableChangeDataFeed' in row['operationParameters'] | string) -%}
+            {{ return(relation ~ ' had a ' ~ row['operation'] ~ ' at version ' ~ row['version']) }}
+        {%- endif -%}
+    {%- endfor -%}
+    {{ return('') }}
+{%- endmacro %}
+
+{#- The keys to recompute: for each input changed since its mark, the keys of the rows
+    whose linking column matches a changed row's, in the new output and in the table. -#}
+{% macro _awap_keys_sql(target, input_view, incremental, plan) -%}
+    {%- set key_list = [] -%}
+    {%- for key in incremental.unique_key -%}
+        {%- do key_list.append('`' ~ key ~ '`') -%}
+    {%- endfor -%}
+    {%- set branches = [] -%}
+    {%- for input in plan.inputs if input['from'] <= input.to -%}
+        {%- set changed = "select `" ~ input.column ~ "` from table_changes('" ~ input.relation
+            ~ "', " ~ input['from'] ~ ", " ~ input.to ~ ")" -%}
+        {%- for source in (input_view, target) -%}
+            {%- do branches.append("select " ~ key_list | join(', ') ~ " from " ~ source
+                ~ " where `" ~ input.column ~ "` in (" ~ changed ~ ")") -%}
+        {%- endfor -%}
+    {%- endfor -%}
+    {%- if not branches -%}
+        {%- do branches.append("select " ~ key_list | join(', ') ~ " from " ~ target
+            ~ " where false") -%}
+    {%- endif -%}
+    select distinct {{ key_list | join(', ') }} from (
+        {{ branches | join('\n        union all\n        ') }}
+    ) as changed_keys
+{%- endmacro %}
+
+{#-
+    The publication of an incremental build, one commit: each recomputed key's row is
+    updated (when it differs) or inserted, and a key the model no longer outputs is
+    deleted.
+-#}
+{% macro _awap_merge_sql(target, staging, keys, columns, unique_key) -%}
+    merge into {{ target }} as t
+    using (
+        select
+            {%- for key in unique_key %}
+            k.`{{ key }}` as `_awap_key_{{ loop.index }}`,
+            {%- endfor %}
+            s.*
+        from {{ keys }} as k
+        left join (select *, true as _awap_present from {{ staging }}) as s
+            on {{ _awap_key_match(unique_key, 'k', 's') }}
+    ) as s
+    on
+    {%- for key in unique_key %}
+        t.`{{ key }}` <=> s.`_awap_key_{{ loop.index }}`{{ ' and' if not loop.last }}
+    {%- endfor %}
+    when matched and s._awap_present is null then delete
+    when matched and not (
+        {%- for column in columns %}
+        t.`{{ column.name }}` <=> s.`{{ column.name }}`{{ ' and' if not loop.last }}
+        {%- endfor %}
+    ) then update set
+    {%- for column in columns %}
+        t.`{{ column.name }}` = s.`{{ column.name }}`{{ ',' if not loop.last }}
+    {%- endfor %}
+    when not matched and s._awap_present then
+        insert ({{ _cdc_column_list(columns) }})
+        values ({{ _cdc_column_list(columns, 's') }})
+{%- endmacro %}
+
+{#- Null-safe equality of the unique key's columns between two relations or aliases. -#}
+{% macro _awap_key_match(unique_key, left, right) -%}
+    {%- set columns = [] -%}
+    {%- for key in unique_key -%}
+        {%- do columns.append({'name': key}) -%}
+    {%- endfor -%}
+    {{ return(_cdc_key_match(columns, left, right)) }}
+{%- endmacro %}
+
+{#- After a publish: the configured `tblproperties` (set at creation; set again when
+    they differ) and, for an incremental model, the input versions it read. -#}
+{% macro _awap_set_properties(target, properties, plan) -%}
+    {%- set wanted = {} -%}
+    {%- do wanted.update(properties) -%}
+    {%- if plan is not none -%}
+        {%- for input in plan.inputs -%}
+            {%- do wanted.update({_awap_mark_property(input.relation): input.mark}) -%}
+        {%- endfor -%}
+    {%- endif -%}
+    {%- if wanted -%}
+        {%- set current = {} -%}
+        {%- for row in run_query("show tblproperties " ~ target) -%}
+            {%- do current.update({row[0]: row[1]}) -%}
+        {%- endfor -%}
+        {%- set differing = {} -%}
+        {%- for key, value in wanted.items() if current.get(key) != value | string -%}
+            {%- do differing.update({key: value}) -%}
+        {%- endfor -%}
+        {%- if differing -%}
+            {%- do run_query("alter table " ~ target ~ " set "
+                ~ _delta_tblproperties_clause(differing)) -%}
+        {%- endif -%}
+    {%- endif -%}
+{%- endmacro %}

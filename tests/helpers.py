@@ -134,3 +134,15 @@ def run_simulator(
         text=True,
         timeout=300,
     )
+
+
+def copy_tracked_files(destination: Path) -> None:
+    """The repository's tracked files as they are in the working tree."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = REPO_ROOT / name
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)

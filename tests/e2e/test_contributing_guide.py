@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -27,7 +26,7 @@ import pytest
 
 from python_jobs.spark import REPO_ROOT
 from python_jobs.tools import project_rules
-from tests.helpers import bronze_records, reset_lakehouse
+from tests.helpers import bronze_records, copy_tracked_files, reset_lakehouse
 
 GUIDE = REPO_ROOT / "docs" / "contributing.md"
 
@@ -71,18 +70,6 @@ def insert_after(text: str, anchor: str, block: str) -> str:
     while end > start + 1 and not lines[end - 1].strip():
         end -= 1
     return "".join(lines[:end]) + block + "".join(lines[end:])
-
-
-def copy_tracked_files(destination: Path) -> None:
-    """The repository's tracked files as they are in the working tree."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        source = REPO_ROOT / name
-        if source.is_file():
-            (destination / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, destination / name)
 
 
 class Reader:

@@ -12,4 +12,6 @@ FAST_TEST_FILES = (
     "tests/python_jobs/test_simulate.py",
     "tests/python_jobs/test_cluster_preflight.py",
     "tests/macros/test_macro_arguments.py",
+    "tests/macros/test_deduplicate.py",
+    "tests/models/test_unit_tests.py",
 )

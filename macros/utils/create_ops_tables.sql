@@ -4,7 +4,8 @@
     log of the windowed materializations), `ops.filter_stats` (what each filter dropped)
     and `ops.dq_metrics` (row counts and null ratios per model and run). Runs at the
     start of every invocation (on-run-start), so that models built in parallel threads
-    never race to create them; the materializations also create what they need.
+    never race to create them; the materializations also create what they need. One
+    listing of the `ops` schema first: a table that exists costs no statement.
 -#}
 {% macro create_ops_tables() -%}
     {{ return(adapter.dispatch('create_ops_tables', 'lakehouse')()) }}
@@ -16,9 +17,17 @@
 
 {% macro spark__create_ops_tables() -%}
     {%- if execute -%}
-        {%- do _window_log_ensure(_window_log_relation()) -%}
-        {%- do _filter_stats_ensure() -%}
-        {%- do _dq_metrics_ensure() -%}
+        {%- set schema = generate_schema_name('ops') -%}
+        {%- set existing = _catalog_tables([schema])[schema | lower] -%}
+        {%- if _window_log_relation().split('.')[-1] not in existing -%}
+            {%- do _window_log_ensure(_window_log_relation()) -%}
+        {%- endif -%}
+        {%- if _filter_stats_relation().split('.')[-1] not in existing -%}
+            {%- do _filter_stats_ensure() -%}
+        {%- endif -%}
+        {%- if _dq_metrics_relation().split('.')[-1] not in existing -%}
+            {%- do _dq_metrics_ensure() -%}
+        {%- endif -%}
     {%- endif -%}
     select 1
 {%- endmacro %}

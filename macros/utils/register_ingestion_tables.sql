@@ -3,7 +3,8 @@
     meta has `path_root`) as an external Delta table at
     `<lakehouse_root>/<path_root>/<table>`: the Bronze topics and dead letters in
     `bronze`, the batch log in `ops`. Idempotent; runs at the start of every dbt
-    invocation (on-run-start). With the shared catalog (env LAKEHOUSE_CATALOG set to a
+    invocation (on-run-start): it lists the catalog's tables once and registers only
+    those missing. With the shared catalog (env LAKEHOUSE_CATALOG set to a
     PostgreSQL URL) it does nothing: the ingestion job registers its own tables there
     (python_jobs/bronze.py, register_tables).
 -#}
@@ -39,8 +40,13 @@
                 {%- do tables.append((source.schema, source.identifier, path_root)) -%}
             {%- endif -%}
         {%- endfor -%}
-        {%- do create_layer_schemas(tables | map(attribute=0) | unique | list) -%}
-        {%- for schema, identifier, path_root in tables | sort -%}
+        {%- set schemas = tables | map(attribute=0) | unique | list -%}
+        {%- do create_layer_schemas(schemas) -%}
+        {%- set registered = _catalog_tables(schemas) -%}
+        {%- set missing = [] -%}
+        {%- for schema, identifier, path_root in tables | sort
+            if identifier | lower not in registered[schema | lower] -%}
+            {%- do missing.append(schema ~ "." ~ identifier) -%}
             {%- set location = (lakehouse_root ~ "/" ~ path_root ~ "/" ~ identifier)
                 | replace("'", "\\'") -%}
             {%- do run_query(
@@ -48,7 +54,8 @@
                 ~ " using delta location '" ~ location ~ "'"
             ) -%}
         {%- endfor -%}
-        {{ log("registered " ~ tables | length ~ " ingestion tables", info=false) }}
+        {{ log("ingestion tables: " ~ tables | length ~ ", registered now: "
+            ~ (missing | join(", ") or "none"), info=false) }}
     {%- endif -%}
     select 1
 {%- endmacro %}

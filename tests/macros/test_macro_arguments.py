@@ -1,8 +1,11 @@
-"""Macros validate their arguments at compile time, naming the model and the value."""
+"""Macros validate their arguments at compile time, naming the model and the value; and
+what macros compute that needs no table (decimal decoding, pseudonyms) is exact. The
+fast tier runs this file (tests/tiers.py): compilation and literal queries only."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 
 import pytest
 
@@ -15,6 +18,15 @@ def compile_error(dbt, sql: str) -> str:
         messages.append(str(error))
         error = error.__cause__ or error.__context__
     return "\n".join(messages)
+
+
+def compile_sql(expression: str) -> str:
+    """The SQL dbt compiles for `expression` (in-process, on the suite's session)."""
+    from python_jobs.run_dbt import invoke
+
+    result = invoke(["compile", "--inline", expression])
+    assert result.success, result.exception
+    return result.result.results[0].node.compiled_code
 
 
 @pytest.mark.parametrize(
@@ -183,3 +195,53 @@ MODEL = "{'schema': 'silver', 'alias': 'users'}"
 def test_a_misconfigured_cdc_merge_model_fails_naming_it(dbt, config: str, message: str) -> None:
     error = compile_error(dbt, "{{ _cdc_merge_options(" + MODEL + ", " + config + ") }}")
     assert "cdc_merge (model silver.users): " + message in error
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            "spark__test_filter_rejected_share(api.Relation.create(schema='silver', "
+            "identifier='m'), 1.5, none)",
+            "max_share must be a share between 0 and 1, got 1.5",
+        ),
+        (
+            "spark__test_filter_rejected_share_jump(api.Relation.create(schema='silver', "
+            "identifier='m'), 0.5, none, 0.01)",
+            "factor must be a number of at least 1, got 0.5",
+        ),
+        (
+            "mark_superseded_runs('ops.filter_stats', none)",
+            "mark_superseded_runs (ops.filter_stats): partition_by is required",
+        ),
+    ],
+)
+def test_bad_filter_statistics_arguments_fail_compilation(dbt, call: str, message: str) -> None:
+    assert message in compile_error(dbt, "{{ " + call + " }}")
+
+
+@pytest.mark.parametrize("unique_key", ["none", "[]"])
+def test_an_scd2_test_without_a_key_fails_compilation(dbt, unique_key: str) -> None:
+    error = compile_error(
+        dbt, "{{ spark__test_scd2_no_overlap('m', " + unique_key + ", 'valid_from', 'valid_to') }}"
+    )
+    assert "scd2_no_overlap on m: `unique_key` must be a column" in error
+
+
+def test_point_in_time_join_needs_a_key_mapping(dbt) -> None:
+    error = compile_error(dbt, "{{ point_in_time_join('d', 'u', 'f.t', ['user_id']) }}")
+    assert "point_in_time_join on d: `keys` must map fact columns" in error
+
+
+def test_pseudonymize_is_a_salted_hash_the_sql_never_spells(spark) -> None:
+    from python_jobs.spark import pii_salt
+
+    sql = compile_sql("select {{ pseudonymize(\"lower(trim(' Ann@Example.com '))\") }} as p")
+    salt = pii_salt()
+    assert salt not in sql and "${spark.lakehouse.pii_salt}" in sql
+    expected = hashlib.sha256(f"{salt}|ann@example.com".encode()).hexdigest()
+    assert spark.sql(sql).first().p == expected
+    assert (
+        spark.sql(compile_sql("select {{ pseudonymize('cast(null as string)') }} as p")).first().p
+        is None
+    )

@@ -1,4 +1,4 @@
-"""point_in_time_join (the Static Joiner) and pseudonymize, on fixture relations.
+"""point_in_time_join (the Static Joiner) on fixture relations.
 
 A user with two versions and a delete, an article with one version; facts before the
 first version, at and inside each version, at the boundary, after the delete, and with
@@ -8,11 +8,9 @@ seconds since the epoch.
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 
-from tests.macros.test_macro_arguments import compile_error
+from tests.macros.test_macro_arguments import compile_sql
 
 USERS = [  # (user_id, plan, valid_from, valid_to)
     (1, "free", 10, 20),
@@ -54,14 +52,6 @@ def relations(spark):
         spark.sql(f"drop table if exists {name}")
 
 
-def compile_sql(expression: str) -> str:
-    from python_jobs.run_dbt import invoke
-
-    result = invoke(["compile", "--inline", expression])
-    assert result.success, result.exception
-    return result.result.results[0].node.compiled_code
-
-
 def test_each_fact_sees_the_version_valid_at_its_time(spark, relations) -> None:
     joins = compile_sql(
         "{{ point_in_time_join('silver.pit_users', 'u', 'f.event_time', "
@@ -82,23 +72,4 @@ def test_each_fact_sees_the_version_valid_at_its_time(spark, relations) -> None:
             ("other-user-current", "free", "draft"),
             ("anonymous", None, "draft"),
         ]
-    )
-
-
-def test_point_in_time_join_needs_a_key_mapping(dbt) -> None:
-    error = compile_error(dbt, "{{ point_in_time_join('d', 'u', 'f.t', ['user_id']) }}")
-    assert "point_in_time_join on d: `keys` must map fact columns" in error
-
-
-def test_pseudonymize_is_a_salted_hash_the_sql_never_spells(spark) -> None:
-    from python_jobs.spark import pii_salt
-
-    sql = compile_sql("select {{ pseudonymize(\"lower(trim(' Ann@Example.com '))\") }} as p")
-    salt = pii_salt()
-    assert salt not in sql and "${spark.lakehouse.pii_salt}" in sql
-    expected = hashlib.sha256(f"{salt}|ann@example.com".encode()).hexdigest()
-    assert spark.sql(sql).first().p == expected
-    assert (
-        spark.sql(compile_sql("select {{ pseudonymize('cast(null as string)') }} as p")).first().p
-        is None
     )

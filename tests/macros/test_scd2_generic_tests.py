@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.macros.test_macro_arguments import compile_error
-
 FIXTURE = "silver.scd2_fixture"
 # (id, valid_from, valid_to, is_current, closed_by_delete)
 ROWS = [
@@ -83,11 +81,3 @@ def test_no_gaps_finds_gaps_not_explained_by_a_delete(spark, fixture_relation) -
     assert failing(spark, call, "id, unix_seconds(valid_to)") == [(4, 2)]
     call = f"spark__test_scd2_no_gaps('{fixture_relation}', ['id'], 'valid_from', 'valid_to')"
     assert failing(spark, call, "id, unix_seconds(valid_to)") == [(4, 2), (5, 2)]
-
-
-@pytest.mark.parametrize("unique_key", ["none", "[]"])
-def test_a_missing_key_fails_compilation(dbt, unique_key: str) -> None:
-    error = compile_error(
-        dbt, "{{ spark__test_scd2_no_overlap('m', " + unique_key + ", 'valid_from', 'valid_to') }}"
-    )
-    assert "scd2_no_overlap on m: `unique_key` must be a column" in error

@@ -99,14 +99,16 @@ def test_builds_the_changed_model_and_its_children_under_the_prefix(spark, produ
         for r in results
         if not r["unique_id"].startswith("operation.")
     }
-    # users and its tests; and the view over the ops source filter_stats with its tests:
-    # the ops sources live in the target's own ops schema (pr_test_ops, not ops), so
-    # dbt's state comparison counts them, and the view over them, as modified.
+    # users and its tests; and the view over the ops source filter_stats with its tests
+    # and its unit test: the ops sources live in the target's own ops schema
+    # (pr_test_ops, not ops), so dbt's state comparison counts them, and the view over
+    # them, as modified.
     assert ran == {
         ("model", "users", "success"),
         ("test", "not_null_users_user_id", "pass"),
         ("test", "unique_users_user_id", "pass"),
         ("model", "filter_stats_current", "success"),
+        ("unit_test", "filter_stats_current", "pass"),
         ("test", "not_null_filter_stats_current_filter_name", "pass"),
         ("test", "not_null_filter_stats_current_invocation_id", "pass"),
         ("test", "not_null_filter_stats_current_relation", "pass"),

@@ -24,9 +24,7 @@
 
 {#- The incremental configuration: none (a full rebuild every time), or
     {unique_key: [..], inputs: [{model, column}]}, validated. -#}
-{% macro _awap_incremental_options(label) -%}
-    {%- set unique_key = config.get('unique_key') -%}
-    {%- set inputs = config.get('incremental_inputs') -%}
+{% macro _awap_incremental_options(label, unique_key, inputs) -%}
     {%- if unique_key is none and inputs is none -%}
         {{ return(none) }}
     {%- endif -%}

@@ -34,7 +34,8 @@
     {%- set input = this.identifier ~ '__audit_input' -%}
     {%- set keys = this.identifier ~ '__audit_keys' -%}
     {%- set audits = _awap_declared_audits(config.get('audits', []), label) -%}
-    {%- set incremental = _awap_incremental_options(label) -%}
+    {%- set incremental = _awap_incremental_options(label, config.get('unique_key'),
+        config.get('incremental_inputs')) -%}
     {%- set properties = config.get('tblproperties') or {} -%}
 
     {{ run_hooks(pre_hooks) }}

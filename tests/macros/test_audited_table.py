@@ -124,3 +124,123 @@ def test_a_warning_does_not_block_publication(spark, dbt, lakehouse_home, first_
     write_input(spark, rows)
     build(dbt, lakehouse_home)
     assert published(spark) == sorted(rows, key=lambda r: r[0])
+
+
+INCREMENTAL = "silver.audited_incremental"
+SCORES = [(1, "ada", 10, 1), (2, "bob", 20, 1), (3, "cy", 30, 2)]
+TEAMS = [(1, "red"), (2, "blue")]
+
+
+def build_incremental(dbt, lakehouse_home, *selection: str, expect_fail=False):
+    return run_project(
+        dbt,
+        lakehouse_home,
+        {},
+        "--select",
+        *(selection or ("audited_incremental",)),
+        expect_fail=expect_fail,
+    )
+
+
+def commits_since(spark, version: int) -> list[tuple]:
+    """(operation, merge row counts inserted/updated/deleted) of each commit of the
+    incremental table after `version`, oldest first."""
+    rows = spark.sql(f"describe history {INCREMENTAL}").where(f"version > {version}")
+    commits = []
+    for row in sorted(rows.collect(), key=lambda r: r["version"]):
+        metrics = row["operationMetrics"] or {}
+        counts = (
+            tuple(
+                int(metrics[f"numTarget{name}"])
+                for name in ("RowsInserted", "RowsUpdated", "RowsDeleted")
+            )
+            if row["operation"] == "MERGE"
+            else None
+        )
+        commits.append((row["operation"], counts))
+    return commits
+
+
+def current_version(spark) -> int:
+    return spark.sql(f"describe history {INCREMENTAL} limit 1").collect()[0]["version"]
+
+
+@pytest.fixture(scope="module")
+def incremental_tables(spark):
+    spark.sql("create schema if not exists silver")
+    for name, rows, schema in (
+        ("awap_scores_raw", SCORES, "id int, name string, score int, team_id int"),
+        ("awap_teams_raw", TEAMS, "team_id int, team_name string"),
+        ("awap_known_ids", KNOWN_IDS, "id int"),
+    ):
+        spark.createDataFrame(rows, schema).write.format("delta").mode("overwrite").saveAsTable(
+            f"silver.{name}"
+        )
+    yield
+    for name in ("awap_scores_raw", "awap_teams_raw", "awap_scores", "awap_teams"):
+        spark.sql(f"drop table if exists silver.{name}")
+    for name in (INCREMENTAL, INCREMENTAL + "__staging"):
+        spark.sql(f"drop table if exists {name}")
+
+
+def test_an_incremental_audited_table_recomputes_only_the_changed_keys(
+    spark, dbt, lakehouse_home, incremental_tables
+) -> None:
+    """First build: a full rebuild that records the input versions. Then a score
+    updated, a row deleted, one inserted and a team renamed: only the keys they reach are
+    recomputed and merged (key 2 is untouched); nothing changed: no commit; a failing
+    audit among the recomputed keys publishes nothing; a RESTORE of an input (a backfill)
+    rebuilds in full."""
+    build_incremental(dbt, lakehouse_home, "+audited_incremental")
+    assert published_rows(spark) == [
+        (1, "ada", 10, 1, "red"),
+        (2, "bob", 20, 1, "red"),
+        (3, "cy", 30, 2, "blue"),
+    ]
+    properties = dict(
+        (r[0], r[1]) for r in spark.sql(f"show tblproperties {INCREMENTAL}").collect()
+    )
+    for name in ("awap_scores", "awap_teams"):
+        table_id = spark.sql(f"describe detail silver.{name}").collect()[0]["id"]
+        assert properties[f"lakehouse.input.silver.{name}"] == f"{table_id}@0"
+    first = current_version(spark)
+
+    spark.sql("update silver.awap_scores set score = 11 where id = 1")
+    spark.sql("delete from silver.awap_scores where id = 3")
+    spark.sql("insert into silver.awap_scores values (4, 'dee', 40, 2)")
+    spark.sql("update silver.awap_teams set team_name = 'navy' where team_id = 2")
+    build_incremental(dbt, lakehouse_home)
+    assert published_rows(spark) == [
+        (1, "ada", 11, 1, "red"),
+        (2, "bob", 20, 1, "red"),
+        (4, "dee", 40, 2, "navy"),
+    ]
+    # Keys 1, 3 and 4 recomputed (2 untouched): one merge, then the input versions read.
+    assert commits_since(spark, first) == [("MERGE", (1, 1, 1)), ("SET TBLPROPERTIES", None)]
+    merged = current_version(spark)
+
+    # Nothing changed since: no staging, no commit.
+    build_incremental(dbt, lakehouse_home)
+    assert commits_since(spark, merged) == []
+
+    # A failing audit among the recomputed keys: nothing is published.
+    spark.sql("update silver.awap_scores set score = 5000 where id = 2")
+    result = build_incremental(dbt, lakehouse_home, expect_fail=True)
+    assert "audit score_below_1000 (1 rows fail: score < 1000)" in failure(result)
+    assert commits_since(spark, merged) == []
+    spark.sql("update silver.awap_scores set score = 20 where id = 2")
+
+    # A backfill restores an input: the change feed cannot describe a RESTORE, so the
+    # build rebuilds in full (an overwrite, not a merge).
+    spark.sql("restore table silver.awap_teams to version as of 0")
+    build_incremental(dbt, lakehouse_home)
+    assert published_rows(spark) == [
+        (1, "ada", 11, 1, "red"),
+        (2, "bob", 20, 1, "red"),
+        (4, "dee", 40, 2, "blue"),
+    ]
+    assert commits_since(spark, merged) == [("WRITE", None), ("SET TBLPROPERTIES", None)]
+
+
+def published_rows(spark) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.table(INCREMENTAL).collect())

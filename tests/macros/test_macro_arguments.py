@@ -197,6 +197,40 @@ def test_a_misconfigured_cdc_merge_model_fails_naming_it(dbt, config: str, messa
     assert "cdc_merge (model silver.users): " + message in error
 
 
+LABEL = "'audited_table (model gold.fct_visits)'"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            "'visit_id', none",
+            "unique_key and incremental_inputs go together (an incremental audited_table "
+            "recomputes rows by key), got unique_key visit_id, incremental_inputs None",
+        ),
+        (
+            "none, {'visits': 'visit_id'}",
+            "unique_key and incremental_inputs go together",
+        ),
+        (
+            "'visit_id', ['visits']",
+            "incremental_inputs must map input models to the column linking their rows to "
+            "this model's, e.g. {users_history: user_id}, got ['visits']",
+        ),
+        ("'visit_id', {}", "incremental_inputs must map input models"),
+        (
+            "'visit_id', {'visits': ' '}",
+            "incremental_inputs.visits must be a column name, got  ",
+        ),
+    ],
+)
+def test_a_misconfigured_incremental_audited_table_fails_naming_it(
+    dbt, arguments: str, message: str
+) -> None:
+    error = compile_error(dbt, "{{ _awap_incremental_options(" + LABEL + ", " + arguments + ") }}")
+    assert "audited_table (model gold.fct_visits): " + message in error
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

@@ -31,6 +31,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 STEPS = ("ingest", "snapshot", "build")
+# A production build runs the models and their data tests, not the dbt unit tests: those
+# test the SQL on fixtures, whatever the data, and run in CI (`make test-fast`).
+PRODUCTION = ("--exclude-resource-type", "unit_test")
 # dbt's node selection: the build's (`-- --select x`), not the snapshot step's, whose
 # own `--select +devices_history` it would widen (dbt adds up repeated selections).
 SELECTION_FLAGS = ("--select", "-s", "--exclude", "--selector", "--models", "--model", "-m")
@@ -93,7 +96,9 @@ def build_step(target: str, execution_time: str, dbt_args: list[str]) -> None:
     from python_jobs import run_dbt
 
     variables = json.dumps({"execution_time": execution_time})
-    result = run_dbt.invoke(["build", "--target", target, "--vars", variables, *dbt_args])
+    result = run_dbt.invoke(
+        ["build", "--target", target, "--vars", variables, *PRODUCTION, *dbt_args]
+    )
     if not result.success:
         raise StepFailed(
             f"dbt build failed (see dbt's output above; execution time {execution_time})"

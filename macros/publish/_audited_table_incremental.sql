@@ -24,7 +24,7 @@
 
 {#- The incremental configuration: none (a full rebuild every time), or
     {unique_key: [..], inputs: [{model, column}]}, validated. -#}
-{% macro _awap_incremental_options(label, unique_key, inputs) -%}
+{% macro _awap_incremental_options(label, unique_key, inputs, depends_on=[]) -%}
     {%- if unique_key is none and inputs is none -%}
         {{ return(none) }}
     {%- endif -%}
@@ -45,6 +45,17 @@
                 ~ " must be a column name, got " ~ column) }}
         {%- endif -%}
         {%- do parsed.inputs.append({'model': name, 'column': column | trim}) -%}
+    {%- endfor -%}
+    {#- Every relation the model reads must be an input: a change in one that is not
+        would never be recomputed. -#}
+    {%- for node in depends_on -%}
+        {%- set parts = node.split('.') -%}
+        {%- if parts[0] not in ('model', 'snapshot') or parts[-1] not in inputs -%}
+            {{ exceptions.raise_compiler_error(label ~ ": the model reads " ~ node
+                ~ ", which incremental_inputs does not list: its changes would never be "
+                ~ "recomputed (an incremental audited_table reads models with a change "
+                ~ "data feed only)") }}
+        {%- endif -%}
     {%- endfor -%}
     {{ return(parsed) }}
 {%- endmacro %}

@@ -35,7 +35,7 @@
     {%- set keys = this.identifier ~ '__audit_keys' -%}
     {%- set audits = _awap_declared_audits(config.get('audits', []), label) -%}
     {%- set incremental = _awap_incremental_options(label, config.get('unique_key'),
-        config.get('incremental_inputs')) -%}
+        config.get('incremental_inputs'), model.depends_on.nodes) -%}
     {%- set properties = config.get('tblproperties') or {} -%}
 
     {{ run_hooks(pre_hooks) }}

@@ -257,6 +257,16 @@ LABEL = "'audited_table (model gold.fct_visits)'"
             "'visit_id', {'visits': ' '}",
             "incremental_inputs.visits must be a column name, got  ",
         ),
+        (
+            "'visit_id', {'visits': 'visit_id'}, ['model.lakehouse.visits', "
+            "'model.lakehouse.dim_users']",
+            "the model reads model.lakehouse.dim_users, which incremental_inputs does not "
+            "list: its changes would never be recomputed",
+        ),
+        (
+            "'visit_id', {'visits': 'visit_id'}, ['source.lakehouse.blog.visits']",
+            "the model reads source.lakehouse.blog.visits, which incremental_inputs",
+        ),
     ],
 )
 def test_a_misconfigured_incremental_audited_table_fails_naming_it(

@@ -205,7 +205,10 @@ def test_a_misconfigured_cdc_merge_model_fails_naming_it(dbt, config: str, messa
             "dedup_lookback must be {column, interval} with an interval such as '1 day' (a "
             "whole number of seconds, minutes, hours, days or weeks), got ",
         ),
-        ("{'column': 'event_time', 'interval': '1 fortnight'}, ['visit_id']", "got "),
+        (
+            "{'column': 'event_time', 'interval': '1 fortnight'}, ['visit_id']",
+            "dedup_lookback must be {column, interval} with an interval such as '1 day'",
+        ),
         ("{'interval': '1 day'}, ['visit_id']", "dedup_lookback must be {column, interval}"),
         ("'1 day', ['visit_id']", "dedup_lookback must be {column, interval}"),
         (

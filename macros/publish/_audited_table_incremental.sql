@@ -89,7 +89,9 @@
     {%- endif -%}
     {%- for input in incremental.inputs -%}
         {%- set relation = ref(input.model) -%}
-        {%- set detail = {'id': run_query("describe detail " ~ relation)[0]['id'], 'properties': {}} -%}
+        {%- set described = run_query("describe detail " ~ relation)[0] -%}
+        {%- set detail = {'id': described['id'], 'location': described['location'],
+            'properties': {}} -%}
         {%- for row in run_query("show tblproperties " ~ relation) -%}
             {%- do detail.properties.update({row[0]: row[1]}) -%}
         {%- endfor -%}
@@ -105,8 +107,9 @@
                 {%- do state.update({'from': mark.split('@')[1] | int + 1}) -%}
             {%- endif -%}
         {%- endif -%}
-        {%- do plan.inputs.append({'relation': relation, 'column': input.column,
-            'from': state['from'], 'to': current, 'mark': detail['id'] ~ '@' ~ current}) -%}
+        {%- do plan.inputs.append({'relation': relation, 'location': detail.location,
+            'column': input.column, 'from': state['from'], 'to': current,
+            'mark': detail['id'] ~ '@' ~ current}) -%}
     {%- endfor -%}
     {{ return(plan) }}
 {%- endmacro %}
@@ -142,7 +145,10 @@
 {%- endmacro %}
 
 {#- The keys to recompute: for each input changed since its mark, the keys of the rows
-    whose linking column matches a changed row's, in the new output and in the table. -#}
+    whose linking column matches a changed row's, in the new output and in the table.
+    The change feed is read by path: `table_changes('<table>', ...)` in a query that
+    also reads `<table>` (the model's output does) returns the whole table, not its
+    changes (Spark 4.2 resolves both to one cached relation). -#}
 {% macro _awap_keys_sql(target, input_view, incremental, plan) -%}
     {%- set key_list = [] -%}
     {%- for key in incremental.unique_key -%}
@@ -150,8 +156,8 @@
     {%- endfor -%}
     {%- set branches = [] -%}
     {%- for input in plan.inputs if input['from'] <= input.to -%}
-        {%- set changed = "select `" ~ input.column ~ "` from table_changes('" ~ input.relation
-            ~ "', " ~ input['from'] ~ ", " ~ input.to ~ ")" -%}
+        {%- set changed = "select `" ~ input.column ~ "` from table_changes_by_path('"
+            ~ input.location | replace("'", "\\'") ~ "', " ~ input['from'] ~ ", " ~ input.to ~ ")" -%}
         {%- for source in (input_view, target) -%}
             {%- do branches.append("select " ~ key_list | join(', ') ~ " from " ~ source
                 ~ " where `" ~ input.column ~ "` in (" ~ changed ~ ")") -%}

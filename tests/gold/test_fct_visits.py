@@ -19,7 +19,10 @@ the histories, the dimensions, silver.visits, the fact and the aggregate.
 from __future__ import annotations
 
 import json
+import os
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -242,7 +245,10 @@ def rounds(spark, dbt):
     seen[1] = (facts(spark), version_keys_match(spark), aggregate(spark, invocations))
     append_to_bronze(spark, "blog.public.users", "users-2.json", USERS_2, ROUND_2, 1)
     append_to_bronze(spark, "blog.visits", "visits-2.json", VISITS_2, ROUND_2, 1)
+    log = Path(os.environ["DBT_LOG_PATH"]) / "dbt.log"
+    logged = log.stat().st_size
     build("2024-10-07T11:00:00")
+    seen["publications"] = publications(log.read_text()[logged:])
     seen[2] = (facts(spark), version_keys_match(spark), aggregate(spark, invocations))
     seen["incremental"] = {t: last_commit(spark, f"gold.{t}") for t in INCREMENTAL}
     seen["fct_incremental"] = every_column(spark, "gold.fct_visits")
@@ -278,6 +284,19 @@ INCREMENTAL = {
 
 def test_round_2_recomputes_only_what_changed(rounds) -> None:
     assert rounds["incremental"] == INCREMENTAL
+    assert rounds["publications"] == {
+        # user 8's version, closed, and the one the late change opened
+        "dim_users": "incremental: 2 keys to recompute",
+        "dim_articles": "incremental: 0 keys to recompute",
+        # the 3 new visits and user 8's 3 earlier ones
+        "fct_visits": "incremental: 6 keys to recompute",
+    }
+
+
+def publications(log: str) -> dict[str, str]:
+    """How each gold model published, from the audited_table lines of a dbt log."""
+    found = re.findall(r"audited_table \(model gold\.(\w+)\): (.*)", log)
+    return {model: how.strip() for model, how in found}
 
 
 def test_the_incremental_fact_equals_a_full_rebuild(rounds) -> None:

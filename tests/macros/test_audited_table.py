@@ -184,19 +184,23 @@ def incremental_tables(spark):
 
 
 def test_an_incremental_audited_table_recomputes_only_the_changed_keys(
-    spark, dbt, lakehouse_home, incremental_tables
+    spark, dbt, lakehouse_home, incremental_tables, capsys
 ) -> None:
     """First build: a full rebuild that records the input versions. Then a score
     updated, a row deleted, one inserted and a team renamed: only the keys they reach are
     recomputed and merged (key 2 is untouched); nothing changed: no commit; a failing
     audit among the recomputed keys publishes nothing; a RESTORE of an input (a backfill)
     rebuilds in full."""
+    capsys.readouterr()
     build_incremental(dbt, lakehouse_home, "+audited_incremental")
     assert published_rows(spark) == [
         (1, "ada", 10, 1, "red"),
         (2, "bob", 20, 1, "red"),
         (3, "cy", 30, 2, "blue"),
     ]
+    assert (
+        publication(capsys) == "a full rebuild: a new table, a full refresh or a changed contract"
+    )
     properties = dict(
         (r[0], r[1]) for r in spark.sql(f"show tblproperties {INCREMENTAL}").collect()
     )
@@ -209,6 +213,7 @@ def test_an_incremental_audited_table_recomputes_only_the_changed_keys(
     spark.sql("delete from silver.awap_scores where id = 3")
     spark.sql("insert into silver.awap_scores values (4, 'dee', 40, 2)")
     spark.sql("update silver.awap_teams set team_name = 'navy' where team_id = 2")
+    capsys.readouterr()
     build_incremental(dbt, lakehouse_home)
     assert published_rows(spark) == [
         (1, "ada", 11, 1, "red"),
@@ -216,23 +221,29 @@ def test_an_incremental_audited_table_recomputes_only_the_changed_keys(
         (4, "dee", 40, 2, "navy"),
     ]
     # Keys 1, 3 and 4 recomputed (2 untouched): one merge, then the input versions read.
+    assert publication(capsys) == "incremental: 3 keys to recompute"
     assert commits_since(spark, first) == [("MERGE", (1, 1, 1)), ("SET TBLPROPERTIES", None)]
     merged = current_version(spark)
 
     # Nothing changed since: no staging, no commit.
+    capsys.readouterr()
     build_incremental(dbt, lakehouse_home)
+    assert publication(capsys) == "incremental: 0 keys to recompute"
     assert commits_since(spark, merged) == []
 
     # A failing audit among the recomputed keys: nothing is published.
     spark.sql("update silver.awap_scores set score = 5000 where id = 2")
+    capsys.readouterr()
     result = build_incremental(dbt, lakehouse_home, expect_fail=True)
     assert "audit score_below_1000 (1 rows fail: score < 1000)" in failure(result)
+    assert publication(capsys) == "incremental: 1 keys to recompute"
     assert commits_since(spark, merged) == []
     spark.sql("update silver.awap_scores set score = 20 where id = 2")
 
     # A backfill restores an input: the change feed cannot describe a RESTORE, so the
     # build rebuilds in full (an overwrite, not a merge).
     spark.sql("restore table silver.awap_teams to version as of 0")
+    capsys.readouterr()
     build_incremental(dbt, lakehouse_home)
     assert published_rows(spark) == [
         (1, "ada", 11, 1, "red"),
@@ -240,6 +251,19 @@ def test_an_incremental_audited_table_recomputes_only_the_changed_keys(
         (4, "dee", 40, 2, "blue"),
     ]
     assert commits_since(spark, merged) == [("WRITE", None), ("SET TBLPROPERTIES", None)]
+    restored = spark.sql("describe history silver.awap_teams limit 1").collect()[0]["version"]
+    assert (
+        publication(capsys)
+        == f"a full rebuild: silver.awap_teams had a RESTORE at version {restored}"
+    )
+
+
+def publication(capsys) -> str:
+    """How the last build published, as its log line says (after the model's label)."""
+    label = "audited_table (model silver.audited_incremental): "
+    lines = [line for line in capsys.readouterr().out.splitlines() if label in line]
+    assert len(lines) == 1, lines
+    return lines[0].split(label, 1)[1].strip()
 
 
 def published_rows(spark) -> list[tuple]:

@@ -53,12 +53,18 @@
     {%- endfor -%}
 {%- endmacro %}
 
+{#- A check expression as Delta stores it, whitespace aside: Delta writes a space
+    inside each parenthesis (`is_current = ( valid_to is null )`). -#}
+{% macro _awap_check_text(expression) -%}
+    {{ return(expression.split() | join(' ') | replace('( ', '(') | replace(' )', ')') | lower) }}
+{%- endmacro %}
+
 {#- The table's check constraints: {name: expression}. -#}
 {% macro _awap_current_checks(relation) -%}
     {%- set checks = {} -%}
     {%- for row in run_query("show tblproperties " ~ relation) -%}
         {%- if row[0].startswith('delta.constraints.') -%}
-            {%- do checks.update({row[0][18:]: row[1]}) -%}
+            {%- do checks.update({row[0][18:]: _awap_check_text(row[1])}) -%}
         {%- endif -%}
     {%- endfor -%}
     {{ return(checks) }}
@@ -76,7 +82,7 @@
     {%- endif -%}
     {%- set desired = {} -%}
     {%- for check in constraints.checks -%}
-        {%- do desired.update({check.name | lower: check.expression}) -%}
+        {%- do desired.update({check.name | lower: _awap_check_text(check.expression)}) -%}
     {%- endfor -%}
     {{ return(_awap_current_checks(target) != desired) }}
 {%- endmacro %}

@@ -88,14 +88,19 @@
 {%- endmacro %}
 
 {#- The kept rows into the table: appended, or with `unique_key`, deduplicated within
-    the batch and inserted only where the key is not in the table yet. -#}
-{% macro _filter_append_sql(target, batch, columns, options) -%}
+    the batch and inserted only where the key is not in the table yet (with
+    `dedup_lookback`, among the table's rows whose column is at least `since`: a bound
+    on the target that Delta's file statistics turn into skipped files). -#}
+{% macro _filter_append_sql(target, batch, columns, options, since=none) -%}
     {%- set kept = "(select " ~ _cdc_column_list(columns.carried) ~ " from " ~ batch
         ~ " where _filter_failed is null)" -%}
     {%- if options.unique_key -%}
         merge into {{ target }} as t
         using ({{ deduplicate(kept, options.unique_key, options.dedup_order_by, options.label) }}) as s
         on {{ _cdc_key_match(columns['keys'], 't', 's') }}
+        {%- if since is not none %}
+            and t.`{{ options.dedup_lookback.column }}` >= cast('{{ since }}' as timestamp)
+        {%- endif %}
         when not matched then insert ({{ _cdc_column_list(columns.carried) }})
         values ({{ _cdc_column_list(columns.carried, 's') }})
     {%- else -%}

@@ -65,8 +65,9 @@
             {%- do run_query(_filter_quarantine_sql(
                 quarantine, batch, columns, options, window, execution_time)) -%}
         {%- endif -%}
+        {%- set since = _filter_dedup_since(batch, columns, options) -%}
         {%- call statement('main', fetch_result=true) -%}
-            {{ _filter_append_sql(target, batch, columns, options) }}
+            {{ _filter_append_sql(target, batch, columns, options, since) }}
         {%- endcall -%}
         {%- if options.unique_key -%}
             {%- set metrics = load_result('main').table -%}
@@ -112,5 +113,48 @@
         {%- do options.update({'dedup_order_by': _cdc_as_list(
             config.get('dedup_order_by'), 'dedup_order_by', label)}) -%}
     {%- endif -%}
+    {%- do options.update({'dedup_lookback': _filter_dedup_lookback(
+        config.get('dedup_lookback'), options.unique_key, label)}) -%}
     {{ return(options) }}
+{%- endmacro %}
+
+{#- `dedup_lookback`: none, or {column, interval} (e.g. {column: event_time, interval:
+    '1 day'}), validated: the deduplication compares a batch's keys only with the
+    table's rows whose `column` is at most `interval` before the batch's earliest. -#}
+{% macro _filter_dedup_lookback(lookback, unique_key, label) -%}
+    {%- if lookback is none -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set units = ['second', 'seconds', 'minute', 'minutes', 'hour', 'hours', 'day', 'days',
+        'week', 'weeks'] -%}
+    {%- set interval = lookback.get('interval') if lookback is mapping else none -%}
+    {%- set parts = (interval | string).split() -%}
+    {%- if not (lookback is mapping and lookback.get('column') is string
+            and lookback.column | trim and interval is string and parts | length == 2
+            and parts[0].isdigit() and parts[1] | lower in units) -%}
+        {{ exceptions.raise_compiler_error(label ~ ": dedup_lookback must be {column, "
+            ~ "interval} with an interval such as '1 day' (a whole number of seconds, "
+            ~ "minutes, hours, days or weeks), got " ~ lookback) }}
+    {%- endif -%}
+    {%- if not unique_key -%}
+        {{ exceptions.raise_compiler_error(label ~ ": dedup_lookback bounds the "
+            ~ "deduplication: it needs unique_key") }}
+    {%- endif -%}
+    {{ return({'column': lookback.column | trim, 'interval': parts[0] ~ ' ' ~ parts[1] | lower}) }}
+{%- endmacro %}
+
+{#- With `dedup_lookback`: the earliest `column` among the batch's kept rows, minus the
+    interval, as text (none when there is no lookback or no such row). -#}
+{% macro _filter_dedup_since(batch, columns, options) -%}
+    {%- set lookback = options.dedup_lookback -%}
+    {%- if lookback is none -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- if lookback.column | lower not in columns.carried | map(attribute='name') | map('lower') | list -%}
+        {{ exceptions.raise_compiler_error(options.label ~ ": dedup_lookback.column '"
+            ~ lookback.column ~ "' is not a column of the table") }}
+    {%- endif -%}
+    {{ return(run_query("select cast(min(`" ~ lookback.column ~ "`) - interval "
+        ~ lookback.interval ~ " as string) from " ~ batch
+        ~ " where _filter_failed is null")[0][0]) }}
 {%- endmacro %}

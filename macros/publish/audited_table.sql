@@ -77,10 +77,11 @@
     {%- set failed = [] if merging and recomputed == 0
         else _awap_run_audits(staging, audits, label) -%}
     {%- if failed -%}
-        {%- do run_query('drop view if exists ' ~ input) -%}
+        {#- The keys view reads the input view: dropped first. -#}
         {%- if merging -%}
             {%- do _cdc_uncache(keys) -%}
         {%- endif -%}
+        {%- do run_query('drop view if exists ' ~ input) -%}
         {%- set existing = load_relation(target) -%}
         {{ exceptions.raise_compiler_error(label ~ ": not published, audits failed: "
             ~ failed | join('; ') ~ ". "

@@ -197,6 +197,41 @@ def test_a_misconfigured_cdc_merge_model_fails_naming_it(dbt, config: str, messa
     assert "cdc_merge (model silver.users): " + message in error
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            "{'column': 'event_time', 'interval': 'a day'}, ['visit_id']",
+            "dedup_lookback must be {column, interval} with an interval such as '1 day' (a "
+            "whole number of seconds, minutes, hours, days or weeks), got ",
+        ),
+        ("{'column': 'event_time', 'interval': '1 fortnight'}, ['visit_id']", "got "),
+        ("{'interval': '1 day'}, ['visit_id']", "dedup_lookback must be {column, interval}"),
+        ("'1 day', ['visit_id']", "dedup_lookback must be {column, interval}"),
+        (
+            "{'column': 'event_time', 'interval': '1 day'}, []",
+            "dedup_lookback bounds the deduplication: it needs unique_key",
+        ),
+    ],
+)
+def test_a_bad_dedup_lookback_fails_naming_the_model(dbt, arguments: str, message: str) -> None:
+    error = compile_error(
+        dbt,
+        "{{ _filter_dedup_lookback(" + arguments + ", 'filtered_append (model silver.visits)') }}",
+    )
+    assert "filtered_append (model silver.visits): " + message in error
+
+
+def test_a_dedup_lookback_is_normalised(dbt) -> None:
+    assert (
+        compile_sql(
+            "{{ _filter_dedup_lookback({'column': ' event_time ', 'interval': '2  Days'}, "
+            "['v'], 'x') }}"
+        ).strip()
+        == "{'column': 'event_time', 'interval': '2 days'}"
+    )
+
+
 LABEL = "'audited_table (model gold.fct_visits)'"
 
 

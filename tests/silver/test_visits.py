@@ -10,7 +10,10 @@ with an execution time per round:
 2. a later batch with a copy of a visit from batch 1, a duplicate within the batch and a
    visit three days late;
 3. nothing new: every statistic is written, with zeros;
-4. round 2's execution time again: a backfill, which gives round 2's result again.
+4. round 2's execution time again: a backfill, which gives round 2's result again;
+5. and 6. (`dedup_lookback`: one day back from a batch's earliest visit) a copy
+   re-stamped three days after its original is not compared and is appended again; one
+   re-stamped 11 hours after is removed.
 """
 
 from __future__ import annotations
@@ -274,3 +277,40 @@ def test_each_build_records_row_counts_and_null_ratios(spark, rounds) -> None:
 def test_the_model_tests_pass_on_the_result(dbt, rounds) -> None:
     # unique/not_null/accepted_values, and the statistics tests of visits.yml
     dbt("test", "--select", "visits")
+
+
+@pytest.fixture(scope="module")
+def bounded_rounds(spark, dbt, rounds):
+    """Two more rounds after the others (their live reads done): the deduplication
+    looks back one day from the batch's earliest visit (`dedup_lookback`)."""
+    seen = {}
+    ingest_lines(spark, "visits-5.json", BATCH_5, datetime(2024, 10, 10, 10, 0, tzinfo=UTC), 2)
+    build(dbt, "2024-10-10T10:30:00")
+    seen[5] = visits(spark)
+    ingest_lines(spark, "visits-6.json", BATCH_6, datetime(2024, 10, 11, 10, 0, tzinfo=UTC), 3)
+    build(dbt, "2024-10-11T10:30:00")
+    seen[6] = visits(spark)
+    return seen
+
+
+BATCH_5 = [
+    visit("v20", event_time="2024-10-10T09:00:00Z"),  # 1 kept
+    # 2 v15 re-stamped three days after its original: beyond the day looked back from
+    # this batch's earliest visit (10-10 09:00), so not compared, and appended again
+    visit(
+        "v15", user_id=None, referrer=None, device_type="tablet", event_time="2024-10-10T09:30:00Z"
+    ),
+]
+BATCH_6 = [
+    # v20 re-stamped 11 hours later: its original is within the day looked back
+    visit("v20", event_time="2024-10-10T20:00:00Z", device_version="18"),
+]
+VISITS_5 = VISITS_2 + [
+    ("v20", "2024-10-10 09:00:00", 7, "mobile", "17", "visits-5.json", 1),
+    ("v15", "2024-10-10 09:30:00", None, "tablet", "17", "visits-5.json", 2),
+]
+
+
+def test_the_deduplication_looks_back_a_bounded_time(bounded_rounds) -> None:
+    assert bounded_rounds[5] == VISITS_5
+    assert bounded_rounds[6] == VISITS_5

@@ -154,6 +154,7 @@ bench: setup
 	$(PY) -m bench.bench_ingest
 	$(PY) -m bench.bench_cdc_merge
 	$(PY) -m bench.bench_cdc_history
+	$(PY) -m bench.bench_visits
 	$(PY) -m bench.bench_analyst_loop
 
 # A single-node Kafka broker (KRaft) on loopback, state under LAKEHOUSE_HOME/kafka; the

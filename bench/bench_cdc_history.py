@@ -40,7 +40,6 @@ catalog, warehouse and dbt target), deleted afterwards. A measurement, not a tes
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 import time
@@ -60,7 +59,7 @@ from bench.bench_cdc_merge import (
     median,
     open_lakehouse,
     run_model,
-    scratch_lakehouse,
+    scratch_run,
     size_estimate,
     snapshot_rows,
 )
@@ -390,12 +389,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.keys < 100 or args.batches < 1:
         parser.error("--keys must be >= 100, --batches >= 1")
 
-    scratch = scratch_lakehouse("bench-cdc-history-")
-    started = time.monotonic()
     run = Run(args.keys)
     checks: list[str] = []
     capture = None
-    try:
+    with scratch_run("bench-cdc-history-", args.keep) as scratch:
         spark, target = open_lakehouse(scratch)
         print(
             f"cdc_history bench: {args.keys:,} keys, batches of {args.keys // 100:,} keys, "
@@ -413,12 +410,6 @@ def main(argv: list[str] | None = None) -> int:
                 checks.append(size_estimate(spark, f"silver.{table}_{SCALE}x"))
         print()
         print(report(run, capture, checks, args.batches))
-        print(f"\ntotal wall time: {time.monotonic() - started:.0f} s; {machine()} at the end")
-    finally:
-        if args.keep:
-            print(f"kept: {scratch}")
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
     failed = bool(run.failed) or any(c.endswith("MISMATCH") for c in checks)
     return 1 if failed else 0
 

@@ -43,6 +43,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -64,7 +66,7 @@ START_MS = int((START - datetime(1970, 1, 1)).total_seconds() * 1000)
 # --- Change rows: pure DataFrame builders -------------------------------------------
 
 
-def _hash(modulo: int, *parts):
+def seeded_hash(modulo: int, *parts):
     """A deterministic pseudo-random number in [0, modulo) of the seed and `parts`
     (columns, or values taken as literals)."""
     from pyspark.sql import Column
@@ -74,8 +76,8 @@ def _hash(modulo: int, *parts):
     return F.pmod(F.xxhash64(F.lit(SEED), *columns), F.lit(modulo))
 
 
-def _percent(*parts):
-    return _hash(100, *parts)
+def percent(*parts):
+    return seeded_hash(100, *parts)
 
 
 def ingested_at(batch: int) -> datetime:
@@ -85,7 +87,7 @@ def ingested_at(batch: int) -> datetime:
 
 def batch_key(batch: int, row, keys: int):
     """The key of row `row` of batch `batch` (>= 1) over `keys` keys."""
-    return _hash(keys, "key", batch, row)
+    return seeded_hash(keys, "key", batch, row)
 
 
 def _with_values(frame, batch: int):
@@ -98,7 +100,7 @@ def _with_values(frame, batch: int):
         "email": F.concat(
             F.lit("user"), F.col("id"), F.lit(f"+{batch}."), F.col("k"), F.lit("@example.com")
         ),
-        "amount": (_hash(10**8, "amount", batch, F.col("row"), F.col("k")) / 100).cast(
+        "amount": (seeded_hash(10**8, "amount", batch, F.col("row"), F.col("k")) / 100).cast(
             "decimal(12,2)"
         ),
         "updated_at": F.timestamp_millis(
@@ -144,15 +146,15 @@ def batch_rows(spark, keys: int, batch: int, size: int):
         .select(
             row.alias("row"),
             batch_key(batch, row, keys).alias("id"),
-            F.when(_percent("multi", batch, row) < 5, 3)
-            .when(_percent("multi", batch, row) < 10, 2)
+            F.when(percent("multi", batch, row) < 5, 3)
+            .when(percent("multi", batch, row) < 10, 2)
             .otherwise(1)
             .alias("n"),
         )
         .select("row", "id", F.explode(F.sequence(F.lit(0), F.col("n") - 1)).alias("k"))
         .select(
             "id",
-            F.when(_percent("op", batch, F.col("row"), F.col("k")) < 5, "d")
+            F.when(percent("op", batch, F.col("row"), F.col("k")) < 5, "d")
             .otherwise("u")
             .alias("op"),
             (F.lit(batch * LSN_BATCH + LSN_OFFSET) + 4 * F.col("row") + F.col("k")).alias("lsn"),
@@ -162,13 +164,15 @@ def batch_rows(spark, keys: int, batch: int, size: int):
         )
     )
     changes = _with_values(changes, batch)
-    duplicates = changes.where(_percent("dup", batch, F.col("row"), F.col("k")) < 5).withColumn(
+    duplicates = changes.where(percent("dup", batch, F.col("row"), F.col("k")) < 5).withColumn(
         "kind", F.lit("duplicate")
     )
     # Stale updates: keys that changed in the batch before (any key after the snapshot),
     # with an lsn below every change of that batch.
     stale_rows = max(1, size // 100)
-    previous = _hash(keys, "stale", batch, row) if batch == 1 else batch_key(batch - 1, row, keys)
+    previous = (
+        seeded_hash(keys, "stale", batch, row) if batch == 1 else batch_key(batch - 1, row, keys)
+    )
     stale = spark.range(stale_rows).select(
         previous.alias("id"),
         F.lit("u").alias("op"),
@@ -178,7 +182,7 @@ def batch_rows(spark, keys: int, batch: int, size: int):
         F.lit("stale").alias("kind"),
     )
     rows = changes.unionByName(duplicates).unionByName(_with_values(stale, batch))
-    return rows.orderBy(_hash(2**62, "order", F.col("lsn"), F.col("kind")))
+    return rows.orderBy(seeded_hash(2**62, "order", F.col("lsn"), F.col("kind")))
 
 
 def expected_state(spark, table: str):
@@ -201,10 +205,12 @@ def expected_state(spark, table: str):
 
 @dataclass
 class Timing:
-    """One dbt run: the invocation's wall time and the model's own time."""
+    """One dbt run: the invocation's wall time and the model's own time (the sum of its
+    models' when it runs several, each in `nodes`)."""
 
     wall: float
     model: float
+    nodes: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -225,8 +231,6 @@ class Part:
 def run_model(target: Path, scale: int, model: str, *extra: str, command: str = "run") -> Timing:
     """`dbt run --select model` (or another `command`, e.g. `snapshot`) of the benchmark
     project, timed; raises if it fails."""
-    from python_jobs.run_dbt import invoke
-
     args = [
         "--quiet",
         command,
@@ -236,14 +240,26 @@ def run_model(target: Path, scale: int, model: str, *extra: str, command: str = 
         "--select", model,
         *extra,
     ]  # fmt: skip
+    return run_dbt(args, model)
+
+
+def run_dbt(args: list[str], name: str, nodes: int | None = 1) -> Timing:
+    """One dbt command in this process, timed: its wall time and the sum of its nodes'
+    own times (each node's in `Timing.nodes`); raises unless it succeeds with exactly
+    `nodes` nodes, hooks aside (None: any number)."""
+    from python_jobs.run_dbt import invoke
+
     started = time.monotonic()
     result = invoke(args)
     wall = time.monotonic() - started
-    nodes = getattr(result.result, "results", None) or []
-    if not result.success or len(nodes) != 1:
-        messages = [f"{n.node.unique_id}: {n.status}: {n.message}" for n in nodes]
-        raise DbtRunFailed(model, f"{result.exception or ''} {messages}")
-    return Timing(wall, nodes[0].execution_time)
+    # The project's on-run-start hooks are results too, not counted as nodes.
+    results = getattr(result.result, "results", None) or []
+    ran = [n for n in results if n.node.resource_type != "operation"]
+    if not result.success or not ran or (nodes is not None and len(ran) != nodes):
+        messages = [f"{n.node.unique_id}: {n.status}: {n.message}" for n in ran]
+        raise DbtRunFailed(name, f"{result.exception or ''} {messages}")
+    per_node = {n.node.name: n.execution_time for n in ran}
+    return Timing(wall, sum(per_node.values()), per_node)
 
 
 class DbtRunFailed(RuntimeError):
@@ -496,6 +512,23 @@ def scratch_lakehouse(prefix: str) -> Path:
     return scratch
 
 
+@contextmanager
+def scratch_run(prefix: str, keep: bool) -> Iterator[Path]:
+    """One benchmark run on a scratch lakehouse (:func:`scratch_lakehouse`): yields its
+    directory; at the end prints the run's wall time and the machine's load, then keeps
+    the directory (`--keep`) or deletes it."""
+    scratch = scratch_lakehouse(prefix)
+    started = time.monotonic()
+    try:
+        yield scratch
+        print(f"\ntotal wall time: {time.monotonic() - started:.0f} s; {machine()} at the end")
+    finally:
+        if keep:
+            print(f"kept: {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
 def open_lakehouse(scratch: Path):
     """The session on the scratch lakehouse, its schemas created, and dbt's target path."""
     from python_jobs.spark import get_spark
@@ -536,11 +569,9 @@ def main(argv: list[str] | None = None) -> int:
     if scales[0] != 1 or args.keys < 100 or args.batches < 1:
         parser.error("--scales must start with 1, --keys be >= 100, --batches >= 1")
 
-    scratch = scratch_lakehouse("bench-cdc-merge-")
-    started = time.monotonic()
     parts: list[Part] = []
     checks: list[str] = []
-    try:
+    with scratch_run("bench-cdc-merge-", args.keep) as scratch:
         spark, target = open_lakehouse(scratch)
         print(
             f"cdc_merge bench: {args.keys:,} keys at 1x, sizes {args.scales}, batches of "
@@ -576,12 +607,6 @@ def main(argv: list[str] | None = None) -> int:
                     spark.sql(f"drop table if exists silver.{table}")
         print()
         print(report(parts, checks, args))
-        print(f"\ntotal wall time: {time.monotonic() - started:.0f} s; {machine()} at the end")
-    finally:
-        if args.keep:
-            print(f"kept: {scratch}")
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
     failed = any(p.failed for p in parts) or any(c.endswith("MISMATCH") for c in checks)
     return 1 if failed else 0
 

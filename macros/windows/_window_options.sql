@@ -62,8 +62,10 @@
 {% macro _window_schema_mode(model, config) -%}
     {%- set explicit = model['unrendered_config'] if model['unrendered_config'] is defined
         else {} -%}
-    {%- if 'on_schema_change' in (explicit or {}) -%}
-        {{ return(config.get('on_schema_change') or 'append_new_columns') }}
+    {%- set value = config.get('on_schema_change') -%}
+    {#- Any value but dbt's default is the model's own (and is validated). -#}
+    {%- if value and (value != 'ignore' or 'on_schema_change' in (explicit or {})) -%}
+        {{ return(value) }}
     {%- endif -%}
     {{ return('append_new_columns') }}
 {%- endmacro %}

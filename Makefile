@@ -211,7 +211,7 @@ pr-check: setup
 # Two workers, whole files each (a file's fixtures build once); each worker has its own
 # LAKEHOUSE_HOME and Spark session (tests/conftest.py). PYTEST_ARGS="-n 0" runs serially.
 test: setup airflow chromium postgresql lint
-	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The fast tier (docs/testing.md#tiers): the tests marked `fast` (tests/tiers.py lists
 # their files), the same two workers; `make test` still runs every test.

@@ -403,7 +403,27 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
     }
     settings["spark.sql.catalogImplementation"] = "hive" if catalog else "in-memory"
     settings.update(master_settings(settings["spark.master"]))
+    settings.update(conf_overrides())
     return settings
+
+
+CONF_ENV = "LAKEHOUSE_SPARK_CONF"
+
+
+def conf_overrides() -> dict[str, str]:
+    """The operator's own Spark settings, last: `LAKEHOUSE_SPARK_CONF`, space-separated
+    `spark.key=value` pairs (e.g. `spark.sql.shuffle.partitions=64` on a larger machine).
+    Anything else is refused, naming the pair, before a session starts."""
+    overrides = {}
+    for pair in os.environ.get(CONF_ENV, "").split():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.startswith("spark.") or not value:
+            raise ValueError(
+                f"{CONF_ENV}: '{pair}' is not a spark.KEY=VALUE pair "
+                "(space-separated, e.g. spark.sql.shuffle.partitions=64)"
+            )
+        overrides[key] = value
+    return overrides
 
 
 def master_settings(master: str) -> dict[str, str]:

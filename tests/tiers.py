@@ -15,3 +15,31 @@ FAST_TEST_FILES = (
     "tests/macros/test_deduplicate.py",
     "tests/models/test_unit_tests.py",
 )
+
+# The slowest test files, slowest first (pytest --durations, make test on this machine).
+# tests/conftest.py collects them first and `make test` keeps that order
+# (--no-loadscope-reorder): each of the two workers takes the next file when it is free,
+# so the longest files start at once instead of ending the run alone (pytest-xdist's
+# default order is by number of tests, which put the one-test end-to-end files last).
+SLOWEST_FILES = (
+    "tests/e2e/test_airflow_dag.py",
+    "tests/e2e/test_cluster_target.py",
+    "tests/e2e/test_demo.py",
+    "tests/macros/test_cdc_history.py",
+    "tests/macros/test_maintain.py",
+    "tests/e2e/test_cdc_convergence.py",
+    "tests/e2e/test_shared_catalog.py",
+    "tests/gold/test_fct_visits.py",
+    "tests/silver/test_commit_windows.py",
+    "tests/macros/test_table_configs.py",
+    "tests/macros/test_cdc_merge_backfill.py",
+    "tests/macros/test_cdc_merge.py",
+    "tests/e2e/test_concurrent_ingest_and_build.py",
+    "tests/e2e/test_ingest_crash_recovery.py",
+    "tests/e2e/test_debezium_postgres.py",
+    "tests/e2e/test_thin_slice.py",
+    "tests/e2e/test_ingest_large_file.py",
+    "tests/silver/test_visits.py",
+    "tests/e2e/test_devices_history.py",
+    "tests/e2e/test_contributing_guide.py",
+)

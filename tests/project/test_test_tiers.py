@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 from python_jobs.spark import REPO_ROOT
-from tests.tiers import FAST_TEST_FILES
+from tests.tiers import FAST_TEST_FILES, SLOWEST_FILES
 
 
-def test_every_fast_file_exists() -> None:
-    assert [p for p in FAST_TEST_FILES if not Path(REPO_ROOT, p).is_file()] == []
+def test_every_listed_file_exists_once() -> None:
+    for listed in (FAST_TEST_FILES, SLOWEST_FILES):
+        assert [p for p in listed if not Path(REPO_ROOT, p).is_file()] == []
+        assert len(set(listed)) == len(listed)
 
 
 def test_every_test_of_the_fast_files_is_fast_and_none_is_slow() -> None:

@@ -8,14 +8,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from python_jobs.spark import REPO_ROOT, _resolved_jars_file, spark_settings
 
 
 def test_session_runs_delta_with_the_project_settings(spark, lakehouse_home: Path) -> None:
     conf = spark.conf
     assert conf.get("spark.sql.extensions") == "io.delta.sql.DeltaSparkSessionExtension"
-    assert conf.get("spark.sql.shuffle.partitions") == "8"
-    assert conf.get("spark.sql.adaptive.enabled") == "true"
+    # The suite's own LAKEHOUSE_SPARK_CONF (tests/conftest.py), over the defaults.
+    assert conf.get("spark.sql.shuffle.partitions") == "1"
+    assert conf.get("spark.sql.adaptive.enabled") == "false"
     assert conf.get("spark.sql.session.timeZone") == "UTC"
     assert spark.sparkContext.master.startswith("local")
 
@@ -38,6 +41,27 @@ def test_catalog_and_warehouse_live_under_lakehouse_home(spark, lakehouse_home: 
     assert not (REPO_ROOT / "metastore_db").exists()
     assert not (REPO_ROOT / "spark-warehouse").exists()
     spark.sql("drop table ops.probe")
+
+
+def test_lakehouse_spark_conf_goes_over_the_defaults(monkeypatch) -> None:
+    monkeypatch.delenv("LAKEHOUSE_SPARK_CONF")
+    defaults = spark_settings()
+    assert defaults["spark.sql.shuffle.partitions"] == "8"
+    assert defaults["spark.sql.adaptive.enabled"] == "true"
+    monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", " spark.sql.shuffle.partitions=64\tspark.x.y=a=b ")
+    assert spark_settings() == {
+        **defaults,
+        "spark.sql.shuffle.partitions": "64",
+        "spark.x.y": "a=b",
+    }
+    for bad in ("shuffle=2", "spark.sql.shuffle.partitions", "spark.a="):
+        monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", f"spark.ok=1 {bad}")
+        with pytest.raises(ValueError) as error:
+            spark_settings()
+        assert str(error.value) == (
+            f"LAKEHOUSE_SPARK_CONF: '{bad}' is not a spark.KEY=VALUE pair "
+            "(space-separated, e.g. spark.sql.shuffle.partitions=64)"
+        )
 
 
 def test_catalog_free_settings_use_an_in_memory_catalog() -> None:

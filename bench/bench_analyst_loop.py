@@ -197,9 +197,7 @@ def environment(home: Path, target: Path, logs: Path) -> dict[str, str]:
     """The environment of a job on the scratch lakehouse, with its own dbt directories."""
     keep = {"DBT_TARGET", "LAKEHOUSE_CATALOG", "SPARK_MASTER", "LAKEHOUSE_PII_SALT"}
     env = {k: v for k, v in os.environ.items() if k not in keep}
-    env.update(
-        LAKEHOUSE_HOME=str(home), DBT_TARGET_PATH=str(target), DBT_LOG_PATH=str(logs)
-    )
+    env.update(LAKEHOUSE_HOME=str(home), DBT_TARGET_PATH=str(target), DBT_LOG_PATH=str(logs))
     return env
 
 

@@ -43,6 +43,12 @@ VISITS_KEY = "visit_id"
 CDC_KEYS = {USERS.topic: (USERS.key,), ARTICLES.topic: (ARTICLES.key,)}
 TOMBSTONES = ("", "null")
 METADATA_TIMEOUT_S = 15.0
+# A partition of a topic created a moment ago, before its leader is known.
+LEADERLESS = (
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+)
 # How long a record may stay unacknowledged (librdkafka retries until then).
 DELIVERY_TIMEOUT_MS = 120_000
 
@@ -141,14 +147,27 @@ def topic_record_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
                 continue
             total = 0
             for partition in described.partitions:
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=METADATA_TIMEOUT_S
-                )
+                low, high = _watermarks(consumer, TopicPartition(topic, partition))
                 total += high - low
             counts[topic] = total
     finally:
         consumer.close()
     return counts
+
+
+def _watermarks(consumer: Consumer, partition: TopicPartition) -> tuple[int, int]:
+    """A partition's low and high watermarks. A topic just created (by Kafka Connect,
+    say) may have no leader for a moment: a retriable error is asked again for up to
+    METADATA_TIMEOUT_S, then raised."""
+    deadline = time.monotonic() + METADATA_TIMEOUT_S
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=METADATA_TIMEOUT_S)
+        except KafkaException as error:
+            leaderless = error.args[0].retriable() or error.args[0].code() in LEADERLESS
+            if not leaderless or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def delete_topics(bootstrap: str, topics: list[str], timeout: float = 30.0) -> None:

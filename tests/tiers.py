@@ -18,8 +18,8 @@ FAST_TEST_FILES = (
 
 # The slowest test files, slowest first (pytest --durations, make test on this machine).
 # tests/conftest.py collects them first and `make test` keeps that order
-# (--no-loadscope-reorder): each of the two workers takes the next file when it is free,
-# so the longest files start at once instead of ending the run alone (pytest-xdist's
+# (--no-loadscope-reorder): the two workers take the files in that order (each keeps
+# the next one queued), so the longest start at once instead of ending the run alone (pytest-xdist's
 # default order is by number of tests, which put the one-test end-to-end files last).
 SLOWEST_FILES = (
     "tests/e2e/test_airflow_dag.py",

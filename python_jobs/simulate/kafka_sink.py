@@ -157,15 +157,14 @@ def topic_record_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
 
 def _watermarks(consumer: Consumer, partition: TopicPartition) -> tuple[int, int]:
     """A partition's low and high watermarks. A topic just created (by Kafka Connect,
-    say) may have no leader for a moment: a retriable error is asked again for up to
-    METADATA_TIMEOUT_S, then raised."""
+    say) may have no leader for a moment: while the error says so (LEADERLESS), it is
+    asked again for up to METADATA_TIMEOUT_S; any other error is raised at once."""
     deadline = time.monotonic() + METADATA_TIMEOUT_S
     while True:
         try:
             return consumer.get_watermark_offsets(partition, timeout=METADATA_TIMEOUT_S)
         except KafkaException as error:
-            leaderless = error.args[0].retriable() or error.args[0].code() in LEADERLESS
-            if not leaderless or time.monotonic() > deadline:
+            if error.args[0].code() not in LEADERLESS or time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
 

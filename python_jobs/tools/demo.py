@@ -83,10 +83,9 @@ def run_pipeline(at: str) -> None:
 def summary(spark) -> list[tuple[str, str, int]]:
     rows = []
     for schema in ("bronze", "silver", "gold", "ops"):
-        tables = [t for t in spark.catalog.listTables(schema) if not t.isTemporary]
-        for table in sorted(tables, key=lambda t: t.name):
-            count = spark.table(f"{schema}.{table.name}").count()
-            rows.append((schema, table.name, count))
+        listed = spark.sql(f"show tables in {schema}").collect()
+        for name in sorted(row.tableName for row in listed if not row.isTemporary):
+            rows.append((schema, name, spark.table(f"{schema}.{name}").count()))
     return rows
 
 

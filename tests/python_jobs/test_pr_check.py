@@ -124,7 +124,7 @@ def test_builds_the_changed_model_and_its_children_under_the_prefix(spark, produ
         ),
     }
     assert users(spark, "pr_test_silver") == EXPECTED_USERS
-    tables = {t.name for t in spark.catalog.listTables("pr_test_silver")}
+    tables = {r.tableName for r in spark.sql("show tables in pr_test_silver").collect()}
     assert "stg_blog__users" not in tables  # read from production through --defer
     assert users(spark, "silver") == EXPECTED_USERS
     assert table_version(spark, "silver.users") == production_version

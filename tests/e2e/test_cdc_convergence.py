@@ -5,7 +5,9 @@ envelopes, tombstones, deletes and re-inserts of deleted keys, a column added mi
 and the truth a correct pipeline must produce from them. These tests ingest the streams,
 run the `cdc_merge` and `cdc_history` models and compare their business columns (and
 the validity of every version) with the truth exactly: once over the whole stream, and
-round by round while the stream keeps arriving.
+round by round while the stream keeps arriving. The whole-stream run also builds the
+visits and `gold.fct_visits` (every visit attributed to the versions valid at its time),
+whose visit columns equal the simulator's valid visits.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 
 from python_jobs import ingest
 from python_jobs.simulate.replay import read_cdc_events
+from python_jobs.simulate.visits import COLUMNS as VISIT_COLUMNS
 
 USER_COLUMNS = (
     "user_id", "email", "full_name", "country", "plan", "lifetime_value", "created_at",
@@ -43,8 +46,10 @@ CURRENT_STATE = TABLES[:2]
 # Many deletes, and half of the inserts bring a deleted key back.
 CHURN = ("--delete-rate", "0.15", "--reinsert-rate", "0.5", "--users", "150", "--articles", "80")
 # The silver models build side by side (the run log exists before they start).
-SELECT = ("--select", "+users", "+articles", "+users_history", "+articles_history")
-SELECT += ("--threads", "4")
+SILVER = ("+users", "+articles", "+users_history", "+articles_history")
+SELECT = ("--select", *SILVER, "--threads", "4")
+# The visit columns of silver.visits and gold.fct_visits, against visits_valid.jsonl.
+VISITS = (("silver.visits", VISIT_COLUMNS), ("gold.fct_visits", VISIT_COLUMNS))
 
 
 def _sort_key(row: tuple) -> list[tuple[bool, Any]]:
@@ -112,6 +117,15 @@ def assert_matches_truth(spark, truth: Path, label: str) -> None:
         assert got == want, message + describe_difference(got, want, columns)
 
 
+def assert_visits_match_truth(session: Any, truth: Path, label: str) -> None:
+    for relation, columns in VISITS:
+        want = truth_rows(truth, "visits_valid.jsonl", columns)
+        got = table_rows(session, relation, columns)
+        assert want, f"{label}: visits_valid.jsonl is empty"
+        message = f"{label}: {relation} differs from visits_valid.jsonl\n"
+        assert got == want, message + describe_difference(got, want, columns)
+
+
 def churn(landing: Path, topic: str) -> tuple[set[int], set[int]]:
     """Keys with a delete, and keys inserted again after one of their deletes."""
     deleted: set[int] = set()
@@ -151,9 +165,10 @@ def test_current_state_equals_the_truth_after_a_chaotic_stream(
     assert_stream_has_churn(landing, truth)
 
     ingest.run(ingest.IngestOptions(landing=landing))
-    dbt("run", *SELECT)
+    dbt("run", "--select", *SILVER, "+fct_visits", "--threads", "4")
 
     assert_matches_truth(spark, truth, f"seed {seed}")
+    assert_visits_match_truth(spark, truth, f"seed {seed}")
 
 
 def test_current_state_follows_the_truth_round_by_round(

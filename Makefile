@@ -86,10 +86,12 @@ $(STAMP): pyproject.toml | java
 
 # The first session resolves the Delta and Kafka connector jars, the Kafka broker's jars,
 # and Kafka Connect's with the Debezium PostgreSQL connector plugin, from Maven Central
-# into .venv; later sessions load them without any resolution.
-$(VENV)/.jars: $(STAMP) python_jobs/spark.py python_jobs/tools/kafka_broker.py python_jobs/tools/kafka_connect.py
+# into .venv; later sessions load them without any resolution. Then the driver JVM's
+# class-sharing archive (python_jobs/class_sharing.py): every later JVM starts faster.
+$(VENV)/.jars: $(STAMP) python_jobs/spark.py python_jobs/class_sharing.py python_jobs/tools/kafka_broker.py python_jobs/tools/kafka_connect.py
 	@mkdir -p "$(TMPDIR)"
 	$(PY) -m python_jobs.spark
+	$(PY) -m python_jobs.class_sharing build
 	$(PY) -m python_jobs.tools.kafka_broker resolve
 	$(PY) -m python_jobs.tools.kafka_connect resolve
 	@touch $@

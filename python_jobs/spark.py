@@ -44,6 +44,8 @@ from urllib.parse import unquote, urlsplit
 
 from pyspark.sql import SparkSession
 
+from python_jobs import class_sharing
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 
@@ -341,6 +343,8 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
             # Warnings and errors only, without the embedded catalog's start-up noise.
             f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
             *JIT_OPTIONS,
+            # The classes of earlier starts, mapped from an archive (python_jobs/class_sharing.py).
+            *class_sharing.java_options(),
         ]
     )
     settings = {

@@ -107,3 +107,57 @@ def test_a_second_session_uses_cached_jars_and_utc_in_any_zone(spark, tmp_path: 
     # No Ivy resolution at all, so nothing can be downloaded.
     assert "resolving dependencies" not in proc.stderr
     assert "downloading" not in proc.stderr.lower()
+
+
+def test_the_driver_maps_the_class_sharing_archive(spark) -> None:
+    """`make setup` built the archive, and the suite's driver JVM (started by get_spark,
+    like every job's) has it mapped."""
+    from pyspark import SparkContext
+
+    from python_jobs import class_sharing
+
+    archive = class_sharing.archive_path()
+    assert archive.exists(), f"{archive} is not built: make setup builds it"
+    pid = SparkContext._gateway.proc.pid
+    assert str(archive) in Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_class_sharing_options(monkeypatch, tmp_path: Path) -> None:
+    from python_jobs import class_sharing
+
+    archive = tmp_path / "driver.jsa"
+    monkeypatch.setattr(class_sharing, "archive_path", lambda: archive)
+    monkeypatch.delenv(class_sharing.CDS_ENV, raising=False)
+    quiet = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+    # Not built: no option (a missing archive would also turn off the JDK's own).
+    assert class_sharing.java_options() == []
+    archive.write_bytes(b"")
+    assert class_sharing.java_options() == [f"-XX:SharedArchiveFile={archive}", *quiet]
+    monkeypatch.setenv(class_sharing.CDS_ENV, "off")
+    assert class_sharing.java_options() == []
+    monkeypatch.setenv(class_sharing.DUMP_ENV, str(tmp_path / "new.jsa"))
+    assert class_sharing.java_options() == [f"-XX:ArchiveClassesAtExit={tmp_path}/new.jsa", *quiet]
+    settings = spark_settings(catalog=False)["spark.driver.extraJavaOptions"].split()
+    assert settings[-3:] == [f"-XX:ArchiveClassesAtExit={tmp_path}/new.jsa", *quiet]
+
+
+def test_a_jvm_that_cannot_use_the_archive_starts_without_a_word() -> None:
+    """Another class path (here: none) cannot use the archive: the JVM starts as
+    without it, and prints nothing about it."""
+    from python_jobs import class_sharing
+
+    archive = class_sharing.archive_path()
+    assert archive.exists()
+    proc = subprocess.run(
+        [
+            class_sharing.java_binary(),
+            f"-XX:SharedArchiveFile={archive}",
+            *class_sharing.QUIET,
+            "-version",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "cds" not in proc.stderr.lower() and "archive" not in proc.stderr.lower()

@@ -43,7 +43,6 @@ from python_jobs.topics import Topic
 PARTITION_COLUMN = "_ingest_date"
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 OPS = ("c", "u", "d", "r", "t")
-STATUSES = ("bronze", "dead_letter", "tombstone")
 # 9999-12-31T23:59:59.999Z: beyond it a commit time is not a time (microseconds in
 # `ts_ms`, say) and would break every reader of the batch.
 MAX_TS_MS = 253_402_300_799_999
@@ -157,13 +156,22 @@ _SOURCE = (
     "struct<ts_ms: bigint, lsn: bigint, txId: bigint, sequence: string, snapshot: string,"
     " db: string, schema: string, table: string>"
 )
-_IMAGE = "map<string, string>"
-# The shape, typed: a field of the wrong JSON type parses as null (Spark keeps the other
-# fields), which tells an object from a string that merely holds JSON text.
-_SHAPE = (
-    f"struct<payload: struct<before: {_IMAGE}, after: {_IMAGE}, source: {_SOURCE}>,"
-    f" before: {_IMAGE}, after: {_IMAGE}, source: {_SOURCE}>"
-)
+
+
+def _image(key: tuple[str, ...]) -> str:
+    """A row image parsed for its key: the key columns as text (a number, say, as
+    written), the other columns skipped unparsed; of a column given twice, the last."""
+    return "struct<" + ", ".join(f"`{name}`: string" for name in key) + ">"
+
+
+def _shape(key: tuple[str, ...]) -> str:
+    """The shape, typed: a field of the wrong JSON type parses as null (Spark keeps the
+    other fields), which tells an object from a string that merely holds JSON text."""
+    image = _image(key)
+    return (
+        f"struct<payload: struct<before: {image}, after: {image}, source: {_SOURCE}>,"
+        f" before: {image}, after: {image}, source: {_SOURCE}>"
+    )
 
 
 def is_tombstone(raw: Column) -> Column:
@@ -312,7 +320,7 @@ def _parse_cdc(
         *LINE_COLUMNS,
         *keep,
         _json(_bracketed(raw), _TOP_TEXT).alias("_top"),
-        _json(raw, _SHAPE).alias("_shape"),
+        _json(raw, _shape(topic.key)).alias("_shape"),
     )
     first, shape = F.col("_top")[0], F.col("_shape")
     wrapped = first["payload"].isNotNull()
@@ -391,7 +399,9 @@ def _parse_events(
     """Event topics: one JSON object per record. The key is read, not required: a record
     without one is the business layer's to filter (and count)."""
     parsed = lines.select(
-        *LINE_COLUMNS, *keep, _json(_bracketed(F.col("_raw")), f"array<{_IMAGE}>").alias("_top")
+        *LINE_COLUMNS,
+        *keep,
+        _json(_bracketed(F.col("_raw")), f"array<{_image(topic.key)}>").alias("_top"),
     )
     nulls = [F.lit(None).cast(f.dataType).alias(f.name) for f in ENVELOPE_FIELDS[1:]]
     return parsed, [_key_json(F.col("_top")[0], topic.key).alias("record_key"), *nulls], []
@@ -407,38 +417,77 @@ def classify(lines: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame
     `invalid_envelope` (source, before, after), `missing_key` (every key column absent
     or null in the row image).
 
-    CDC records take a fast path first (:func:`_fast_cdc`): one parse of the record,
-    which accepts the well-formed ones; every record it does not accept is classified
-    by the exact path, so the result is the exact path's for every record. (Event
-    records take the exact path, which parses them once.)
+    CDC records take the fast path first (:func:`classify_fast`); every record it
+    declines is classified by the exact rules in the same pass, so the result is the
+    exact path's for every record. (Event records take the exact path, which parses
+    them once.) The ingestion job splits the two instead (:func:`classify_declined`), so
+    that a batch without declined records never evaluates the exact rules.
     """
     if topic.kind != "cdc":
         return _classify_exact(lines, topic, max_record_bytes)
-    fast = _fast_cdc(lines, topic, max_record_bytes)
+    fast = classify_fast(lines, topic, max_record_bytes)
+    undecided = F.col("_status") == DECLINED
     # The exact path sees only the records the fast path declined (a null `_raw` costs
     # it nothing); the others keep the fast path's columns.
-    declined = fast.select(
-        F.when(F.col("_fast_ok"), F.lit(None)).otherwise(F.col("_raw")).alias("_raw"),
+    handed_on = fast.select(
+        F.when(undecided, F.col("_raw")).alias("_raw"),
         *LINE_COLUMNS[1:],
         F.col("_raw").alias("_raw_in"),
-        "_fast_ok",
-        "_fast_row",
+        F.col("_status").alias("_fast_status"),
+        F.struct(*[f.name for f in ENVELOPE_FIELDS]).alias("_fast_row"),
     )
-    keep = ("_raw_in", "_fast_ok", "_fast_row")
-    exact = _classify_exact(declined, topic, max_record_bytes, keep)
-    accepted = F.col("_fast_ok")
+    keep = ("_raw_in", "_fast_status", "_fast_row")
+    exact = _classify_exact(handed_on, topic, max_record_bytes, keep)
+    decided = F.col("_fast_status") != DECLINED
 
     def pick(name: str, fast_value: Column) -> Column:
-        return F.when(accepted, fast_value).otherwise(F.col(name)).alias(name)
+        return F.when(decided, fast_value).otherwise(F.col(name)).alias(name)
 
     return exact.select(
         F.col("_raw_in").alias("_raw"),
         *LINE_COLUMNS[1:],
-        pick("_status", F.lit("bronze")),
+        pick("_status", F.col("_fast_status")),
         pick("_error_reason", F.lit(None).cast("string")),
         pick("_error_detail", F.lit(None).cast("string")),
         *[pick(f.name, F.col("_fast_row")[f.name]) for f in ENVELOPE_FIELDS],
     )
+
+
+# The status of a CDC record the fast path cannot decide (classify_fast).
+DECLINED = "declined"
+
+
+def classify_fast(lines: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame:
+    """A CDC topic's lines, one parse each (:func:`_fast_cdc`), labelled by `_status`:
+    `tombstone`, `bronze` (with the envelope columns the exact rules give it) or
+    `declined`, a record the fast path cannot decide (a dead letter, or an object
+    it cannot tell from a string holding JSON text), for :func:`classify_declined`.
+    Same columns as :func:`classify`; no reasons (no dead letter is decided here)."""
+    fast = _fast_cdc(lines, topic, max_record_bytes)
+    status = (
+        F.when(is_tombstone(F.col("_raw")), F.lit("tombstone"))
+        .when(F.col("_fast_ok"), F.lit("bronze"))
+        .otherwise(F.lit(DECLINED))
+    )
+    labelled = fast.select(*LINE_COLUMNS, status.alias("_status"), "_fast_row")
+    is_bronze = F.col("_status") == "bronze"
+    return labelled.select(
+        *LINE_COLUMNS,
+        "_status",
+        F.lit(None).cast("string").alias("_error_reason"),
+        F.lit(None).cast("string").alias("_error_detail"),
+        *[F.when(is_bronze, F.col("_fast_row")[f.name]).alias(f.name) for f in ENVELOPE_FIELDS],
+    )
+
+
+def classify_declined(lines: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame:
+    """The records of `lines` that :func:`classify_fast` declines, classified by the exact
+    rules (`bronze` or `dead_letter`, as :func:`classify` labels them). Together with
+    classify_fast's `bronze` and `tombstone` records: :func:`classify`, record for
+    record."""
+    fast = classify_fast(lines, topic, max_record_bytes)
+    declined = fast.where(F.col("_status") == DECLINED).select(*LINE_COLUMNS)
+    return _classify_exact(declined, topic, max_record_bytes)
 
 
 # The fast path's parse: the envelope with the row images as text (as the exact path
@@ -476,8 +525,8 @@ def _fast_cdc(lines: DataFrame, topic: Topic, max_record_bytes: int) -> DataFram
     env = F.col("_env")
     op, source = env["op"], env["source"]
     image_text = F.when(op == "d", env["before"]).otherwise(env["after"])
-    # Parsed as the exact path parses the image (a map: the first of duplicate keys).
-    imaged = enveloped.select("*", _json(image_text, _IMAGE).alias("_image"))
+    # Parsed as the exact path parses the image.
+    imaged = enveloped.select("*", _json(image_text, _image(topic.key)).alias("_image"))
     image = F.col("_image")
     needs_image = op.isin("c", "u", "r", "d")
 
@@ -576,6 +625,34 @@ def dead_letter_rows(records: DataFrame) -> DataFrame:
     return records.where(F.col("_status") == "dead_letter").select(*DEAD_LETTER_SCHEMA.fieldNames())
 
 
+# A batch's records set aside for a second pass (declined by the fast path, or dead
+# letters) are found again by the hash of their position, observed in the first pass
+# (:func:`set_aside_metric`), when they are at most this many: the second pass then
+# reads the batch's lines without parsing them, and parses only those.
+MAX_SET_ASIDE = 10_000
+
+
+def _position_hash() -> Column:
+    return F.xxhash64(*[F.col(f.name) for f in POSITION_FIELDS])
+
+
+def set_aside_metric() -> Column:
+    """For `DataFrame.observe` on classified records: the position hashes of the records
+    a second pass must see again (`declined` or `dead_letter`)."""
+    again = F.col("_status").isin(DECLINED, "dead_letter")
+    return F.collect_list(F.when(again, _position_hash())).alias("set_aside")
+
+
+def narrowed_to(lines: DataFrame, hashes: list[int] | None) -> DataFrame:
+    """`lines` (``LINE_SCHEMA``) narrowed to the positions whose hashes `hashes` holds
+    (:func:`set_aside_metric`), before any parse; all of them when `hashes` is None or
+    longer than ``MAX_SET_ASIDE``. A hash shared by another record lets it through: the
+    second pass classifies what it reads, so it decides that one as the first did."""
+    if hashes is None or len(hashes) > MAX_SET_ASIDE:
+        return lines
+    return lines.where(_position_hash().isin(sorted(set(hashes))))
+
+
 REASONS = (
     "too_large",
     "malformed_json",
@@ -590,16 +667,23 @@ def status_metrics(reasons: tuple[str, ...] = REASONS) -> list[Column]:
     """What :func:`count_statuses` counts, as aggregates for `DataFrame.observe`: the
     counts then come with the first write of the records, without a job of their own.
     `reasons`: the dead-letter reasons the records may have (python_jobs.dms has its
-    own)."""
+    own; none for :func:`classify_fast`, which decides no dead letter)."""
     status, reason = F.col("_status"), F.col("_error_reason")
     return [
         F.count(F.lit(1)).alias("records_read"),
-        F.count_if(status == "bronze").alias("bronze_rows"),
-        F.count_if(status == "dead_letter").alias("dead_letters"),
-        F.count_if(status == "tombstone").alias("tombstones"),
+        *[F.count_if(status == name).alias(key) for name, key in _STATUS_KEYS.items()],
         F.max("source_committed_at").alias("max_source_committed_at"),
         *[F.count_if(reason == name).alias(f"reason_{name}") for name in reasons],
     ]
+
+
+# `_status` values and their keys in the counts.
+_STATUS_KEYS = {
+    "bronze": "bronze_rows",
+    "dead_letter": "dead_letters",
+    "tombstone": "tombstones",
+    DECLINED: "declined",
+}
 
 
 def observed_counts(
@@ -608,7 +692,7 @@ def observed_counts(
     """The result of :func:`status_metrics` as :func:`count_statuses` returns it."""
     counts: dict[str, object] = {
         name: int(metrics[name])  # type: ignore[call-overload]
-        for name in ("records_read", "bronze_rows", "dead_letters", "tombstones")
+        for name in ("records_read", *_STATUS_KEYS.values())
     }
     counts["max_source_committed_at"] = metrics["max_source_committed_at"]
     found = {name: int(metrics[f"reason_{name}"]) for name in reasons}  # type: ignore[call-overload]
@@ -617,22 +701,39 @@ def observed_counts(
 
 
 def count_statuses(records: DataFrame) -> dict[str, object]:
-    """Records read, per status, dead letters per reason, and the newest source commit
-    time, from one small aggregation."""
+    """Records read, per status (`declined`: left undecided by :func:`classify_fast`),
+    dead letters per reason, and the newest source commit time, from one small
+    aggregation."""
     groups = (
         records.groupBy("_status", "_error_reason")
         .agg(F.count(F.lit(1)).alias("n"), F.max("source_committed_at").alias("newest"))
         .collect()
     )
-    per_status = {s: sum(g["n"] for g in groups if g["_status"] == s) for s in STATUSES}
+    per_status = {s: sum(g["n"] for g in groups if g["_status"] == s) for s in _STATUS_KEYS}
     newest = [g["newest"] for g in groups if g["newest"] is not None]
     return {
         "records_read": sum(per_status.values()),
-        "bronze_rows": per_status["bronze"],
-        "dead_letters": per_status["dead_letter"],
-        "tombstones": per_status["tombstone"],
+        **{key: per_status[name] for name, key in _STATUS_KEYS.items()},
         "max_source_committed_at": max(newest) if newest else None,
         "reasons": {g["_error_reason"]: g["n"] for g in groups if g["_status"] == "dead_letter"},
+    }
+
+
+def with_declined(first: Mapping[str, object], declined: Mapping[str, object]) -> dict[str, object]:
+    """The counts of a batch classified in two passes: `first` counts every record
+    (:func:`classify_fast`), `declined` the records it declined, classified by
+    :func:`classify_declined`; they are Bronze rows, dead letters (with reasons) or,
+    never in practice, tombstones."""
+    newest = (first["max_source_committed_at"], declined["max_source_committed_at"])
+    times = [t for t in newest if t is not None]
+    return {
+        "records_read": first["records_read"],
+        "bronze_rows": int(first["bronze_rows"]) + int(declined["bronze_rows"]),  # type: ignore[call-overload]
+        "dead_letters": declined["dead_letters"],
+        "tombstones": int(first["tombstones"]) + int(declined["tombstones"]),  # type: ignore[call-overload]
+        "declined": 0,
+        "max_source_committed_at": max(times) if times else None,  # type: ignore[type-var]
+        "reasons": declined["reasons"],
     }
 
 
@@ -645,12 +746,13 @@ def ensure_delta_table(
     schema: StructType,
     partition_by: Iterable[str] = (),
     properties: dict[str, str] | None = None,
-) -> None:
+) -> bool:
     """Create an empty Delta table by path if there is none; add missing columns to an
-    older one (new columns are nullable, so old rows read as null).
+    older one (new columns are nullable, so old rows read as null). True if this call
+    created it.
 
     Safe to call from two processes at once: the loser of the race for the first
-    commit finds the winner's table and returns.
+    commit finds the winner's table and returns (False).
     """
     if not DeltaTable.isDeltaTable(spark, path):
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
@@ -664,7 +766,8 @@ def ensure_delta_table(
         except Exception:
             if not DeltaTable.isDeltaTable(spark, path):
                 raise
-        return
+            return False
+        return True
     table = DeltaTable.forPath(spark, path)
     existing = set(table.toDF().columns)
     missing = [f for f in schema.fields if f.name not in existing]
@@ -689,17 +792,20 @@ def batches_path() -> str:
     return str(paths()["ops"] / "ingestion_batches")
 
 
-def ensure_tables(spark: SparkSession, topics: list[Topic]) -> None:
+def ensure_tables(spark: SparkSession, topics: list[Topic]) -> set[str]:
     """Every table the ingestion job writes: one Bronze table per topic, the dead
-    letters and the batch log; with the shared catalog, also registered in it."""
-    for topic in topics:
-        ensure_table(spark, topic)
-    ensure_delta_table(
+    letters and the batch log; with the shared catalog, also registered in it. Returns
+    the paths of the tables this call created (empty: nothing to check in them)."""
+    created = {str(t.bronze_path) for t in topics if ensure_table(spark, t)}
+    if ensure_delta_table(
         spark, dead_letter_path(), DEAD_LETTER_SCHEMA, [PARTITION_COLUMN], DEAD_LETTER_PROPERTIES
-    )
-    ensure_delta_table(spark, batches_path(), BATCH_SCHEMA, (), TABLE_PROPERTIES)
+    ):
+        created.add(dead_letter_path())
+    if ensure_delta_table(spark, batches_path(), BATCH_SCHEMA, (), TABLE_PROPERTIES):
+        created.add(batches_path())
     if shared_catalog() and spark.conf.get("spark.sql.catalogImplementation") == "hive":
         register_tables(spark, topics)
+    return created
 
 
 def catalog_tables(topics: list[Topic]) -> list[tuple[str, str, str]]:
@@ -734,8 +840,9 @@ def register_tables(spark: SparkSession, topics: list[Topic]) -> None:
                 raise
 
 
-def ensure_table(spark: SparkSession, topic: Topic) -> None:
-    """The topic's Bronze table (empty, by path) if it does not exist yet."""
-    ensure_delta_table(
+def ensure_table(spark: SparkSession, topic: Topic) -> bool:
+    """The topic's Bronze table (empty, by path) if it does not exist yet; True if this
+    call created it."""
+    return ensure_delta_table(
         spark, str(topic.bronze_path), BRONZE_SCHEMA, [PARTITION_COLUMN], BRONZE_PROPERTIES
     )

@@ -32,6 +32,8 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -252,20 +254,38 @@ class BatchWriter:
         limit = pinned if pinned is not None else self.options.max_record_bytes
         if self.options.source == "files":
             lines = self._numbered(lines, batch_id)
+        # A CDC topic is classified in two passes: the fast path first, for every
+        # record; the records it declines (dead letters, and the rare ones it cannot
+        # decide) by the exact rules in a second pass, only when there are any.
+        two_pass = self.classify is bronze.classify and self.topic.kind == "cdc"
+        first = bronze.classify_fast if two_pass else self.classify
+        reasons = () if two_pass else self.reasons
         # The counts come with the Bronze write (observed on every record, before the
         # Bronze rows are filtered out), not from a job of their own. Counted first
         # instead: a batch under a ratio limit (nothing of it is written if over), and
         # a replay (Delta skips a write it already holds, and the observation with it).
         count_first = pinned is not None or self.options.max_invalid_ratio is not None
         observation = Observation(f"ingest_{self.topic.table}_{batch_id}_{uuid.uuid4().hex}")
-        records = bronze.decorate(
-            self.classify(lines, self.topic, limit), batch_id, started
-        ).observe(observation, *bronze.status_metrics(self.reasons))
+        # The records a second pass must see again (declined, dead letters) are found by
+        # their positions' hashes, observed here (bronze.narrowed_to).
+        narrow = self.classify is bronze.classify and not count_first
+        metrics = [
+            *bronze.status_metrics(reasons),
+            *([bronze.set_aside_metric()] if narrow else []),
+        ]
+        records = bronze.decorate(first(lines, self.topic, limit), batch_id, started).observe(
+            observation, *metrics
+        )
+        cached: list[DataFrame] = []
         if count_first:
             # Read and parsed once for the count and the writes.
-            records = records.persist(StorageLevel.MEMORY_AND_DISK)
+            cached.append(records.persist(StorageLevel.MEMORY_AND_DISK))
+        declined: tuple[DataFrame, dict[str, object]] | None = None
         try:
             counts = bronze.count_statuses(records) if count_first else None
+            if counts is not None and counts["declined"]:
+                declined = self._declined(lines, batch_id, started, limit, cached)
+                counts = bronze.with_declined(counts, declined[1])
             if pinned is None:
                 if counts is not None:
                     self._check_ratio(counts, batch_id)
@@ -274,15 +294,35 @@ class BatchWriter:
             path = str(self.topic.bronze_path)
             _append(bronze.bronze_rows(records), path, app_id, batch_id, partitioned=True)
             if counts is None:
-                counts = bronze.observed_counts(observation.get, self.reasons)
+                observed = observation.get
+                counts = bronze.observed_counts(observed, reasons)
+                if narrow:
+                    lines = bronze.narrowed_to(lines, list(observed["set_aside"]))
+                if counts["declined"]:
+                    declined = self._declined(lines, batch_id, started, limit, cached)
+                    counts = bronze.with_declined(counts, declined[1])
+            if declined is not None:
+                # The declined records' Bronze rows: a write of their own (its own
+                # transaction id), so a replay writes each of the two at most once.
+                dead_from, declined_counts = declined
+                if declined_counts["bronze_rows"]:
+                    rows = bronze.bronze_rows(dead_from)
+                    _append(rows, path, f"{app_id}-declined", batch_id, partitioned=True)
+            elif narrow:
+                # Rare: the batch is read again (narrowed to them, most often) rather than
+                # cached for them.
+                dead_from = bronze.decorate(
+                    self.classify(lines, self.topic, limit), batch_id, started
+                )
+            else:
+                dead_from = records
             if counts["dead_letters"]:
-                # Rare: the batch is read and parsed again rather than cached for them.
-                dead = bronze.dead_letter_rows(records)
+                dead = bronze.dead_letter_rows(dead_from)
                 _append(dead, bronze.dead_letter_path(), app_id, batch_id, partitioned=True)
             self._log_batch(counts, batch_id, started, time.monotonic() - clock)
         finally:
-            if count_first:
-                records.unpersist()
+            for frame in cached:
+                frame.unpersist()
         log.info(
             "%s batch %d: read %d, bronze %d, dead letters %d%s, tombstones %d, lag %s, %.1fs",
             self.topic.topic,
@@ -295,6 +335,22 @@ class BatchWriter:
             _lag_text(_lag_seconds(counts["max_source_committed_at"], started)),
             time.monotonic() - clock,
         )
+
+    def _declined(
+        self,
+        lines: DataFrame,
+        batch_id: int,
+        started: datetime,
+        limit: int,
+        cached: list[DataFrame],
+    ) -> tuple[DataFrame, dict[str, object]]:
+        """The batch's records the fast path declined, classified by the exact rules
+        (the batch read and its fast path run again to find them), cached (they are
+        few), and their counts."""
+        exact = bronze.classify_declined(lines, self.topic, limit)
+        declined = bronze.decorate(exact, batch_id, started).persist(StorageLevel.MEMORY_AND_DISK)
+        cached.append(declined)
+        return declined, bronze.count_statuses(declined)
 
     def _numbered(self, rows: DataFrame, batch_id: int) -> DataFrame:
         """The micro-batch's landing lines, numbered (:func:`bronze.number_lines`), then
@@ -406,13 +462,20 @@ def _last_commit(checkpoint: Path) -> int:
     return max(commits, default=-1)
 
 
-def check_checkpoint(spark: SparkSession, topic: Topic, source: str, checkpoint: Path) -> None:
+def check_checkpoint(
+    spark: SparkSession,
+    topic: Topic,
+    source: str,
+    checkpoint: Path,
+    created: Collection[str] = (),
+) -> None:
     """Refuse to start when the checkpoint and the tables disagree.
 
     The checkpoint remembers which files (or offsets) were ingested. Without it every
     record would be appended again (the tables are append-only, so they would stay).
     With one older than the tables (restored from a backup), Delta would skip the
     re-planned batches as already written, and the records new to them would be lost.
+    `created`: the paths of tables this run has just created, empty, not read.
     """
     if (checkpoint / "metadata").exists():
         log_rows = spark.read.format("delta").load(bronze.batches_path())
@@ -431,11 +494,17 @@ def check_checkpoint(spark: SparkSession, topic: Topic, source: str, checkpoint:
                 "the checkpoint that goes with the tables, or re-ingest from scratch."
             )
         return
-    position = "_source_file" if source == "files" else "_offset"
-    bronze_rows = spark.read.format("delta").load(str(topic.bronze_path))
-    dead = spark.read.format("delta").load(bronze.dead_letter_path())
-    mine = dead.where(F.col("_topic") == topic.topic)
-    if all(t.where(F.col(position).isNotNull()).limit(1).count() == 0 for t in (bronze_rows, mine)):
+    position = F.col("_source_file" if source == "files" else "_offset").isNotNull()
+    mine = {
+        str(topic.bronze_path): position,
+        bronze.dead_letter_path(): position & (F.col("_topic") == topic.topic),
+    }
+    tables = [
+        spark.read.format("delta").load(path).where(rows)
+        for path, rows in mine.items()
+        if path not in created
+    ]
+    if all(t.limit(1).count() == 0 for t in tables):
         return
     raise IngestError(
         f"{topic.topic}: the Bronze table {topic.bronze_path} (or the dead letters) has "
@@ -523,16 +592,23 @@ def run(options: IngestOptions | None = None, topics: list[Topic] | None = None)
                 "they come from the landing zone only, not from Kafka"
             )
     spark = get_spark(catalog=shared_catalog())
-    bronze.ensure_tables(spark, topics)
+    created = bronze.ensure_tables(spark, topics)
     stop = _StopFlag()
     previous_handlers = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous_handlers[signum] = signal.signal(signum, stop)
     # Every check first: a check queued behind another topic's first batch would hold
-    # back the start of the remaining queries.
-    for topic in topics:
-        check_checkpoint(spark, topic, options.source, checkpoint_dir(topic, options.source))
+    # back the start of the remaining queries. The checks are small jobs, mostly the
+    # driver's planning: side by side, they share the cores (one failure fails all).
+    with ThreadPoolExecutor(max_workers=min(4, max(1, len(topics)))) as pool:
+        source = options.source
+        checks = [
+            pool.submit(check_checkpoint, spark, t, source, checkpoint_dir(t, source), created)
+            for t in topics
+        ]
+        for check in checks:
+            check.result()
     running: list[tuple[StreamingQuery, BatchWriter]] = []
     try:
         for topic in topics:

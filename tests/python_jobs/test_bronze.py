@@ -249,6 +249,7 @@ def test_bronze_and_dead_letter_rows_have_their_tables_columns(spark) -> None:
         "bronze_rows": 1,
         "dead_letters": 1,
         "tombstones": 1,
+        "declined": 0,
         "max_source_committed_at": None,
         "reasons": {"malformed_json": 1},
     }
@@ -326,3 +327,24 @@ def test_bronze_rows_carry_the_version_of_the_commit_that_wrote_them(
     ).collect()
     assert [tuple(r) for r in got] == [(1, versions[0]), (2, versions[0]), (1, versions[1])]
     assert versions[1] > versions[0]
+
+
+def test_a_second_pass_reads_again_only_the_records_set_aside(spark, monkeypatch) -> None:
+    """The first pass observes the position hashes of its declined records and dead
+    letters; the second reads the lines narrowed to them, unparsed."""
+    from pyspark.sql import Observation
+
+    raws = ['{"id":1}', "{oops", "null", '{"id":2}', "[3]"]
+    lines = _lines(spark, raws, VISITS)
+    observation = Observation("set_aside")
+    bronze.classify(lines, VISITS, 100).observe(
+        observation, bronze.set_aside_metric()
+    ).write.format("noop").mode("overwrite").save()
+    hashes = list(observation.get["set_aside"])
+    assert len(hashes) == 2
+    narrowed = bronze.narrowed_to(lines, hashes).orderBy("_line_number").collect()
+    assert [(r._line_number, r._raw) for r in narrowed] == [(2, "{oops"), (5, "[3]")]
+    # Nothing observed, or more than the limit: every line, as before.
+    assert bronze.narrowed_to(lines, None).count() == 5
+    monkeypatch.setattr(bronze, "MAX_SET_ASIDE", 1)
+    assert bronze.narrowed_to(lines, hashes).count() == 5

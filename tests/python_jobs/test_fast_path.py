@@ -39,15 +39,32 @@ def test_a_split_without_its_line_count_fails_instead_of_guessing(spark) -> None
         bronze.number_lines(_rows(spark, tasks), "t.x").collect()
 
 
-def _both_paths(spark, raws: list[str | None], topic: Topic) -> tuple[list, list]:
+def _paths(spark, raws: list[str | None], topic: Topic) -> tuple[list, list, list]:
+    """Every record classified three ways, in line order: in one pass (`classify`), in
+    the ingestion's two passes (`classify_fast`, then `classify_declined` for the
+    records it declined), and by the exact rules alone."""
     rows = [(raw, topic.topic, None, None, "f.json", n) for n, raw in enumerate(raws, start=1)]
     lines = spark.createDataFrame(rows, bronze.LINE_SCHEMA)
     columns = ["_line_number", "_status", "_error_reason", "_error_detail"] + [
         f.name for f in bronze.ENVELOPE_FIELDS
     ]
-    fast = bronze.classify(lines, topic, 10_000).select(*columns).orderBy("_line_number")
-    exact = bronze._classify_exact(lines, topic, 10_000).select(*columns).orderBy("_line_number")
-    return fast.collect(), exact.collect()
+
+    def ordered(frame):  # type: ignore[no-untyped-def]
+        return frame.select(*columns).orderBy("_line_number").collect()
+
+    decided = bronze.classify_fast(lines, topic, 10_000).where("_status != 'declined'")
+    two_passes = decided.unionByName(bronze.classify_declined(lines, topic, 10_000))
+    return (
+        ordered(bronze.classify(lines, topic, 10_000)),
+        ordered(two_passes),
+        ordered(bronze._classify_exact(lines, topic, 10_000)),
+    )
+
+
+def _both_paths(spark, raws: list[str | None], topic: Topic) -> tuple[list, list]:
+    one_pass, two_passes, exact = _paths(spark, raws, topic)
+    assert two_passes == exact
+    return one_pass, exact
 
 
 TRICKY = [
@@ -87,6 +104,24 @@ def test_the_fast_path_agrees_with_the_exact_one_on_tricky_records(spark) -> Non
     assert fast == exact
     statuses = [r._status for r in exact]
     assert statuses.count("bronze") >= 6 and statuses.count("dead_letter") >= 5
+
+
+def test_the_fast_path_declines_what_it_cannot_decide_and_takes_the_rest(spark) -> None:
+    lines = spark.createDataFrame(
+        [(raw, USERS.topic, None, None, "f.json", n) for n, raw in enumerate(TRICKY, start=1)],
+        bronze.LINE_SCHEMA,
+    )
+    fast = bronze.classify_fast(lines, USERS, 10_000).orderBy("_line_number").collect()
+    declined = bronze.classify_declined(lines, USERS, 10_000).orderBy("_line_number").collect()
+    # The strings holding JSON text and the bad records are declined (the exact rules
+    # decide them); the well-formed objects and the tombstones are decided at once.
+    assert [r._line_number for r in fast if r._status == "declined"] == [
+        r._line_number for r in declined
+    ]
+    assert [r._status for r in fast[:9]] == ["declined"] * 6 + ["bronze"] * 3
+    assert [r._status for r in fast[-2:]] == ["tombstone", "tombstone"]
+    assert all(r._error_reason is None for r in fast)
+    assert {r._status for r in declined} == {"bronze", "dead_letter"}
 
 
 def test_the_fast_path_agrees_with_the_exact_one_on_a_chaos_workload(

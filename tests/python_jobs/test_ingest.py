@@ -187,6 +187,51 @@ def test_a_batch_replayed_after_a_crash_is_not_written_twice(spark, clean_lakeho
     assert _batches(spark) == [(0, False, 3, 2, 1, 0, "files")]
 
 
+def test_records_the_fast_path_declines_land_once_across_a_crash_between_writes(
+    spark, clean_lakehouse, monkeypatch
+) -> None:
+    """A CDC batch is written in two passes: the records the one-parse fast path takes,
+    then (a write of their own) the ones it declined, classified by the exact rules. A
+    crash between the two: the replay skips the first write and makes the second."""
+    landing = clean_lakehouse["landing"]
+    lines = [
+        _change("c", 1, 10, 1000, name="a"),
+        # A string value that starts with `{`: only the exact rules can tell it from a
+        # row image given as a string; it is a good record.
+        _change("u", 1, 11, 2000, name="{not an image}"),
+        "{not json",
+        "null",
+        _change("c", 2, 12, 3000, name="c"),
+    ]
+    _land(landing, "000001.json", lines, CDC)
+    append = ingest._append
+
+    def crash_after_the_first_bronze_write(rows, path, app_id, version, partitioned):  # type: ignore[no-untyped-def]
+        append(rows, path, app_id, version, partitioned)
+        if path == str(CDC.bronze_path):
+            raise RuntimeError("crash between the two Bronze writes")
+
+    monkeypatch.setattr(ingest, "_append", crash_after_the_first_bronze_write)
+    with pytest.raises(ingest.IngestError, match="crash between the two Bronze writes"):
+        ingest.run(_options(landing), topics=[CDC])
+    assert [r[1] for r in bronze_records(spark, CDC.table)] == [1, 5]
+    monkeypatch.setattr(ingest, "_append", append)
+
+    ingest.run(_options(landing), topics=[CDC])
+    assert bronze_records(spark, CDC.table) == [
+        ("000001.json", 1, lines[0]),
+        ("000001.json", 2, lines[1]),
+        ("000001.json", 5, lines[4]),
+    ]
+    assert _commits(spark, CDC) == 2
+    dead = _table(spark, bronze.dead_letter_path()).collect()
+    assert [(r._line_number, r._error_reason) for r in dead] == [(3, "malformed_json")]
+    assert _batches(spark, CDC) == [(0, False, 5, 3, 1, 1, "files")]
+    # A rerun writes nothing.
+    ingest.run(_options(landing), topics=[CDC])
+    assert _commits(spark, CDC) == 2 and len(bronze_records(spark, CDC.table)) == 3
+
+
 def test_a_replayed_batch_is_classified_as_it_was_the_first_time(spark, clean_lakehouse) -> None:
     """The size limit changes between a crash and the restart: the replayed batch keeps
     the first classification, so no record lands in both tables or in neither."""

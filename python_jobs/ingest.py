@@ -9,9 +9,11 @@ records (:func:`python_jobs.bronze.classify`; for a topic of AWS DMS files,
 2. the records that failed to `bronze.dead_letter`, with the reason,
 3. one row to `ops.ingestion_batches` with the batch's counts and lag.
 
-Each append uses Delta's idempotent-write options (`txnAppId` = the query's checkpoint
-id, `txnVersion` = the batch id), so a batch replayed after a crash anywhere between
-these writes and the checkpoint's commit writes each table at most once. With the
+The appends to Bronze and the dead letters use Delta's idempotent-write options
+(`txnAppId` = the query's checkpoint id, `txnVersion` = the batch id), so a batch
+replayed after a crash anywhere between these writes and the checkpoint's commit writes
+each table at most once. The batch log row is written last, once: a replayed batch
+whose row the log already held when the run started skips it. With the
 embedded catalog the session has none (`get_spark(catalog=False)`), so ingestion runs
 while `dbt build` holds it; with the shared catalog (LAKEHOUSE_CATALOG) the session is
 catalog-bound and registers the tables it writes (still by path) in it.
@@ -223,12 +225,20 @@ class BatchWriter:
     Bronze and the dead letters, log it in `ops.ingestion_batches`."""
 
     def __init__(
-        self, spark: SparkSession, topic: Topic, options: IngestOptions, checkpoint: Path
+        self,
+        spark: SparkSession,
+        topic: Topic,
+        options: IngestOptions,
+        checkpoint: Path,
+        logged_through: int = -1,
     ) -> None:
         self.spark = spark
         self.topic = topic
         self.options = options
         self.checkpoint = checkpoint
+        # The newest batch of this query in the batch log when the run started
+        # (check_checkpoint): a batch up to it is a replay, already logged.
+        self.logged_through = logged_through
         self.failure: str | None = None
         self.batches = 0
         self.last_row_at = time.monotonic()
@@ -415,11 +425,14 @@ class BatchWriter:
             "ingested_at": ingested_at.replace(tzinfo=None),
             "duration_seconds": seconds,
         }
-        rows = self.spark.createDataFrame([row], bronze.BATCH_SCHEMA)
-        if batch_id is None:
+        # A plain append: the batch's first write of its row, or a heartbeat. (Delta's
+        # transaction ids would cost a rebuild of the log's state per batch.) Each batch
+        # of a query writes its row once, in order, and a replay skips it, so the log
+        # holds one row per batch.
+        if batch_id is None or batch_id > self.logged_through:
+            rows = self.spark.createDataFrame([row], bronze.BATCH_SCHEMA)
             rows.write.format("delta").mode("append").save(bronze.batches_path())
-        else:
-            _append(rows, bronze.batches_path(), self.app_id(), batch_id, partitioned=False)
+        if batch_id is not None:
             self.batches += 1
         self.last_row_at = time.monotonic()
 
@@ -468,8 +481,9 @@ def check_checkpoint(
     source: str,
     checkpoint: Path,
     created: Collection[str] = (),
-) -> None:
-    """Refuse to start when the checkpoint and the tables disagree.
+) -> int:
+    """Refuse to start when the checkpoint and the tables disagree; return the newest
+    batch of the checkpoint's query in the batch log (-1: none).
 
     The checkpoint remembers which files (or offsets) were ingested. Without it every
     record would be appended again (the tables are append-only, so they would stay).
@@ -493,7 +507,7 @@ def check_checkpoint(
                 "tables (restored from a backup?). Resuming would lose records. Restore "
                 "the checkpoint that goes with the tables, or re-ingest from scratch."
             )
-        return
+        return -1 if newest is None else int(newest)
     position = F.col("_source_file" if source == "files" else "_offset").isNotNull()
     mine = {
         str(topic.bronze_path): position,
@@ -505,7 +519,8 @@ def check_checkpoint(
         if path not in created
     ]
     if all(t.limit(1).count() == 0 for t in tables):
-        return
+        # A new checkpoint is a new query: nothing of it is in the batch log.
+        return -1
     raise IngestError(
         f"{topic.topic}: the Bronze table {topic.bronze_path} (or the dead letters) has "
         f"records from {source} but the streaming checkpoint {checkpoint} is missing, so "
@@ -516,7 +531,7 @@ def check_checkpoint(
 
 
 def start_query(
-    spark: SparkSession, topic: Topic, options: IngestOptions
+    spark: SparkSession, topic: Topic, options: IngestOptions, logged_through: int = -1
 ) -> tuple[StreamingQuery, BatchWriter]:
     checkpoint = checkpoint_dir(topic, options.source)
     session = ingestion_session(spark)
@@ -528,7 +543,7 @@ def start_query(
         lines = read_dms_parquet(session, topic, landing, options.max_files)
     else:
         lines = read_landing(session, topic, landing, options.max_files)
-    sink = BatchWriter(spark, topic, options, checkpoint)
+    sink = BatchWriter(spark, topic, options, checkpoint, logged_through)
     writer = (
         lines.writeStream.queryName(f"ingest_{options.source}_{topic.table}")
         .option("checkpointLocation", str(checkpoint))
@@ -607,12 +622,11 @@ def run(options: IngestOptions | None = None, topics: list[Topic] | None = None)
             pool.submit(check_checkpoint, spark, t, source, checkpoint_dir(t, source), created)
             for t in topics
         ]
-        for check in checks:
-            check.result()
+        logged = [check.result() for check in checks]
     running: list[tuple[StreamingQuery, BatchWriter]] = []
     try:
-        for topic in topics:
-            running.append(start_query(spark, topic, options))
+        for topic, logged_through in zip(topics, logged, strict=True):
+            running.append(start_query(spark, topic, options, logged_through))
         origin = options.bootstrap_servers if options.source == "kafka" else options.landing
         log.info(
             "ingesting %d topics from %s %s (%s)",

@@ -185,6 +185,9 @@ def read_kafka(spark: SparkSession, topic: Topic, bootstrap: str, max_offsets: i
         .option("subscribe", topic.topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", max_offsets)
+        # A batch's offset range split into (at least) one task per core, as a batch of
+        # files is: one task per topic partition would leave cores idle.
+        .option("minPartitions", spark.sparkContext.defaultParallelism)
         # Records deleted by retention after the query started fail it loudly. (A new
         # checkpoint starts at the earliest offset still retained.)
         .option("failOnDataLoss", "true")

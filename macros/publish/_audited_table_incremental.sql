@@ -14,7 +14,14 @@
     `<input>` inserted, updated or deleted since the input version the last publish
     read (the input's Delta change data feed; it must be on: tblproperties
     `delta.enableChangeDataFeed: true`), in the model's new output or in the published
-    table. The input versions read are recorded in the table's properties
+    table.
+
+    With `incremental_driver: <input>` the model promises one output row per row of that
+    input, with the same (one-column) key and the other linking columns taken from it
+    (a fact and its point-in-time joins). The keys then come without evaluating the
+    model: the driver's changed keys, and the published rows whose linking column
+    matches another input's changed rows; only the recomputed keys' rows of the driver
+    reach the model's joins. The input versions read are recorded in the table's properties
     (`lakehouse.input.<schema>.<table>` = `<table id>@<version>`) after each publish.
     Anything the change feed cannot describe makes the build a full rebuild, with the
     reason in the log: no recorded version, a full refresh, a changed contract, an
@@ -24,8 +31,12 @@
 
 {#- The incremental configuration: none (a full rebuild every time), or
     {unique_key: [..], inputs: [{model, column}]}, validated. -#}
-{% macro _awap_incremental_options(label, unique_key, inputs, depends_on=[]) -%}
+{% macro _awap_incremental_options(label, unique_key, inputs, depends_on=[], driver=none) -%}
     {%- if unique_key is none and inputs is none -%}
+        {%- if driver is not none -%}
+            {{ exceptions.raise_compiler_error(label ~ ": incremental_driver needs "
+                ~ "unique_key and incremental_inputs, got incremental_driver " ~ driver) }}
+        {%- endif -%}
         {{ return(none) }}
     {%- endif -%}
     {%- if unique_key is none or inputs is none -%}
@@ -57,7 +68,26 @@
                 ~ "data feed only)") }}
         {%- endif -%}
     {%- endfor -%}
+    {%- do parsed.update({'driver': _awap_driver(label, driver, inputs, parsed.unique_key)}) -%}
     {{ return(parsed) }}
+{%- endmacro %}
+
+{#- The validated `incremental_driver`: none, or an input linked by the whole key. -#}
+{% macro _awap_driver(label, driver, inputs, unique_key) -%}
+    {%- if driver is none -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- if driver is not string or driver not in inputs -%}
+        {{ exceptions.raise_compiler_error(label ~ ": incremental_driver must name one of "
+            ~ "incremental_inputs (" ~ inputs.keys() | join(', ') ~ "), got " ~ driver) }}
+    {%- endif -%}
+    {%- if unique_key | length != 1 or inputs[driver] | trim | lower != unique_key[0] | lower -%}
+        {{ exceptions.raise_compiler_error(label ~ ": incremental_driver " ~ driver
+            ~ " must be linked by the unique key, a single column (one output row per "
+            ~ "row of it), got unique_key " ~ unique_key | join(', ') ~ " and "
+            ~ driver ~ ": " ~ inputs[driver]) }}
+    {%- endif -%}
+    {{ return(driver) }}
 {%- endmacro %}
 
 {#- The property recording which version of `relation` the last publish read. -#}
@@ -107,7 +137,7 @@
                 {%- do state.update({'from': mark.split('@')[1] | int + 1}) -%}
             {%- endif -%}
         {%- endif -%}
-        {%- do plan.inputs.append({'relation': relation, 'location': detail.location,
+        {%- do plan.inputs.append({'model': input.model, 'relation': relation, 'location': detail.location,
             'column': input.column, 'from': state['from'], 'to': current,
             'mark': detail['id'] ~ '@' ~ current}) -%}
     {%- endfor -%}
@@ -158,10 +188,17 @@
     {%- for input in plan.inputs if input['from'] <= input.to -%}
         {%- set changed = "select `" ~ input.column ~ "` from table_changes_by_path('"
             ~ input.location | replace("'", "\\'") ~ "', " ~ input['from'] ~ ", " ~ input.to ~ ")" -%}
-        {%- for source in (input_view, target) -%}
-            {%- do branches.append("select " ~ key_list | join(', ') ~ " from " ~ source
-                ~ " where `" ~ input.column ~ "` in (" ~ changed ~ ")") -%}
-        {%- endfor -%}
+        {%- if input.model == incremental.driver -%}
+            {#- Linked by the key itself: its changed rows' keys are the keys. -#}
+            {%- do branches.append(changed) -%}
+        {%- else -%}
+            {#- With a driver, the published rows are the rows before, with the linking
+                columns of their driver rows; a driver row changed since is in its feed. -#}
+            {%- for source in ((target,) if incremental.driver else (input_view, target)) -%}
+                {%- do branches.append("select " ~ key_list | join(', ') ~ " from " ~ source
+                    ~ " where `" ~ input.column ~ "` in (" ~ changed ~ ")") -%}
+            {%- endfor -%}
+        {%- endif -%}
     {%- endfor -%}
     {%- if not branches -%}
         {%- do branches.append("select " ~ key_list | join(', ') ~ " from " ~ target

@@ -20,9 +20,10 @@
        only by ALTER), so that publication takes a few commits, readers seeing an empty
        table in between. A new `not_null` on an existing table needs --full-refresh.
 
-    Incremental (`unique_key` and `incremental_inputs`, _audited_table_incremental.sql):
-    only the rows whose inputs changed since the last publish are written to staging
-    and audited, and step 3 merges them by key in one commit.
+    Incremental (`unique_key` and `incremental_inputs`, optionally `incremental_driver`;
+    _audited_table_incremental.sql): only the rows whose inputs changed since the last
+    publish are written to staging and audited, and step 3 merges them by key in one
+    commit.
     `tblproperties` (e.g. the change data feed a downstream incremental model reads)
     are set when the table is created and kept set after each publish.
 -#}
@@ -35,7 +36,8 @@
     {%- set keys = this.identifier ~ '__audit_keys' -%}
     {%- set audits = _awap_declared_audits(config.get('audits', []), label) -%}
     {%- set incremental = _awap_incremental_options(label, config.get('unique_key'),
-        config.get('incremental_inputs'), model.depends_on.nodes) -%}
+        config.get('incremental_inputs'), model.depends_on.nodes,
+        config.get('incremental_driver')) -%}
     {%- set properties = config.get('tblproperties') or {} -%}
 
     {{ run_hooks(pre_hooks) }}

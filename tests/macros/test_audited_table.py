@@ -126,26 +126,22 @@ def test_a_warning_does_not_block_publication(spark, dbt, lakehouse_home, first_
     assert published(spark) == sorted(rows, key=lambda r: r[0])
 
 
-INCREMENTAL = "silver.audited_incremental"
+# The incremental scenario, built twice: keys found by evaluating the model
+# (audited_incremental), and from the inputs and the published table with the scores as
+# the driver (audited_driven, incremental_driver).
+INCREMENTAL_MODELS = ("audited_incremental", "audited_driven")
 SCORES = [(1, "ada", 10, 1), (2, "bob", 20, 1), (3, "cy", 30, 2)]
 TEAMS = [(1, "red"), (2, "blue")]
 
 
-def build_incremental(dbt, lakehouse_home, *selection: str, expect_fail=False):
-    return run_project(
-        dbt,
-        lakehouse_home,
-        {},
-        "--select",
-        *(selection or ("audited_incremental",)),
-        expect_fail=expect_fail,
-    )
+def build_incremental(dbt, lakehouse_home, selection: str, expect_fail=False):
+    return run_project(dbt, lakehouse_home, {}, "--select", selection, expect_fail=expect_fail)
 
 
-def commits_since(spark, version: int) -> list[tuple]:
+def commits_since(spark, table: str, version: int) -> list[tuple]:
     """(operation, merge row counts inserted/updated/deleted) of each commit of the
     incremental table after `version`, oldest first."""
-    rows = spark.sql(f"describe history {INCREMENTAL}").where(f"version > {version}")
+    rows = spark.sql(f"describe history {table}").where(f"version > {version}")
     commits = []
     for row in sorted(rows.collect(), key=lambda r: r["version"]):
         metrics = row["operationMetrics"] or {}
@@ -161,12 +157,13 @@ def commits_since(spark, version: int) -> list[tuple]:
     return commits
 
 
-def current_version(spark) -> int:
-    return spark.sql(f"describe history {INCREMENTAL} limit 1").collect()[0]["version"]
+def current_version(spark, table: str) -> int:
+    return spark.sql(f"describe history {table} limit 1").collect()[0]["version"]
 
 
-@pytest.fixture(scope="module")
-def incremental_tables(spark):
+@pytest.fixture(params=INCREMENTAL_MODELS)
+def incremental_model(request, spark):
+    """The model under test; its inputs created afresh, and dropped after."""
     spark.sql("create schema if not exists silver")
     for name, rows, schema in (
         ("awap_scores_raw", SCORES, "id int, name string, score int, team_id int"),
@@ -176,91 +173,92 @@ def incremental_tables(spark):
         spark.createDataFrame(rows, schema).write.format("delta").mode("overwrite").saveAsTable(
             f"silver.{name}"
         )
-    yield
+    yield request.param
     for name in ("awap_scores_raw", "awap_teams_raw", "awap_scores", "awap_teams"):
         spark.sql(f"drop table if exists silver.{name}")
-    for name in (INCREMENTAL, INCREMENTAL + "__staging"):
-        spark.sql(f"drop table if exists {name}")
+    for name in (request.param, request.param + "__staging"):
+        spark.sql(f"drop table if exists silver.{name}")
 
 
 def test_an_incremental_audited_table_recomputes_only_the_changed_keys(
-    spark, dbt, lakehouse_home, incremental_tables, capsys
+    spark, dbt, lakehouse_home, incremental_model, capsys
 ) -> None:
     """First build: a full rebuild that records the input versions. Then a score
     updated, a row deleted, one inserted and a team renamed: only the keys they reach are
     recomputed and merged (key 2 is untouched); nothing changed: no commit; a failing
     audit among the recomputed keys publishes nothing; a RESTORE of an input (a backfill)
-    rebuilds in full."""
+    rebuilds in full. Both ways of finding the keys find the same ones."""
+    model = incremental_model
+    table = f"silver.{model}"
     capsys.readouterr()
-    build_incremental(dbt, lakehouse_home, "+audited_incremental")
-    assert published_rows(spark) == [
+    build_incremental(dbt, lakehouse_home, f"+{model}")
+    assert published_rows(spark, table) == [
         (1, "ada", 10, 1, "red"),
         (2, "bob", 20, 1, "red"),
         (3, "cy", 30, 2, "blue"),
     ]
     assert (
-        publication(capsys) == "a full rebuild: a new table, a full refresh or a changed contract"
+        publication(capsys, model)
+        == "a full rebuild: a new table, a full refresh or a changed contract"
     )
-    properties = dict(
-        (r[0], r[1]) for r in spark.sql(f"show tblproperties {INCREMENTAL}").collect()
-    )
+    properties = dict((r[0], r[1]) for r in spark.sql(f"show tblproperties {table}").collect())
     for name in ("awap_scores", "awap_teams"):
         table_id = spark.sql(f"describe detail silver.{name}").collect()[0]["id"]
         assert properties[f"lakehouse.input.silver.{name}"] == f"{table_id}@0"
-    first = current_version(spark)
+    first = current_version(spark, table)
 
     spark.sql("update silver.awap_scores set score = 11 where id = 1")
     spark.sql("delete from silver.awap_scores where id = 3")
     spark.sql("insert into silver.awap_scores values (4, 'dee', 40, 2)")
     spark.sql("update silver.awap_teams set team_name = 'navy' where team_id = 2")
     capsys.readouterr()
-    build_incremental(dbt, lakehouse_home)
-    assert published_rows(spark) == [
+    build_incremental(dbt, lakehouse_home, model)
+    assert published_rows(spark, table) == [
         (1, "ada", 11, 1, "red"),
         (2, "bob", 20, 1, "red"),
         (4, "dee", 40, 2, "navy"),
     ]
     # Keys 1, 3 and 4 recomputed (2 untouched): one merge, then the input versions read.
-    assert publication(capsys) == "incremental: 3 keys to recompute"
-    assert commits_since(spark, first) == [("MERGE", (1, 1, 1)), ("SET TBLPROPERTIES", None)]
-    merged = current_version(spark)
+    assert publication(capsys, model) == "incremental: 3 keys to recompute"
+    assert commits_since(spark, table, first) == [("MERGE", (1, 1, 1)), ("SET TBLPROPERTIES", None)]
+    merged = current_version(spark, table)
 
     # Nothing changed since: no staging, no commit.
     capsys.readouterr()
-    build_incremental(dbt, lakehouse_home)
-    assert publication(capsys) == "incremental: 0 keys to recompute"
-    assert commits_since(spark, merged) == []
+    build_incremental(dbt, lakehouse_home, model)
+    assert publication(capsys, model) == "incremental: 0 keys to recompute"
+    assert commits_since(spark, table, merged) == []
 
     # A failing audit among the recomputed keys: nothing is published.
     spark.sql("update silver.awap_scores set score = 5000 where id = 2")
     capsys.readouterr()
-    result = build_incremental(dbt, lakehouse_home, expect_fail=True)
+    result = build_incremental(dbt, lakehouse_home, model, expect_fail=True)
     assert "audit score_below_1000 (1 rows fail: score < 1000)" in failure(result)
-    assert publication(capsys) == "incremental: 1 keys to recompute"
-    assert commits_since(spark, merged) == []
+    assert publication(capsys, model) == "incremental: 1 keys to recompute"
+    assert commits_since(spark, table, merged) == []
     spark.sql("update silver.awap_scores set score = 20 where id = 2")
 
     # A backfill restores an input: the change feed cannot describe a RESTORE, so the
     # build rebuilds in full (an overwrite, not a merge).
     spark.sql("restore table silver.awap_teams to version as of 0")
     capsys.readouterr()
-    build_incremental(dbt, lakehouse_home)
-    assert published_rows(spark) == [
+    build_incremental(dbt, lakehouse_home, model)
+    assert published_rows(spark, table) == [
         (1, "ada", 11, 1, "red"),
         (2, "bob", 20, 1, "red"),
         (4, "dee", 40, 2, "blue"),
     ]
-    assert commits_since(spark, merged) == [("WRITE", None), ("SET TBLPROPERTIES", None)]
+    assert commits_since(spark, table, merged) == [("WRITE", None), ("SET TBLPROPERTIES", None)]
     restored = spark.sql("describe history silver.awap_teams limit 1").collect()[0]["version"]
     assert (
-        publication(capsys)
+        publication(capsys, model)
         == f"a full rebuild: silver.awap_teams had a RESTORE at version {restored}"
     )
 
 
-def publication(capsys) -> str:
+def publication(capsys, model: str) -> str:
     """How the last build published, as its log line says (after the model's label)."""
-    label = "audited_table (model silver.audited_incremental): "
+    label = f"audited_table (model silver.{model}): "
     said = [
         line.split(label, 1)[1].strip()
         for line in capsys.readouterr().out.splitlines()
@@ -271,5 +269,5 @@ def publication(capsys) -> str:
     return lines[0]
 
 
-def published_rows(spark) -> list[tuple]:
-    return sorted(tuple(r) for r in spark.table(INCREMENTAL).collect())
+def published_rows(spark, table: str) -> list[tuple]:
+    return sorted(tuple(r) for r in spark.table(table).collect())

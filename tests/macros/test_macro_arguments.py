@@ -270,6 +270,25 @@ LABEL = "'audited_table (model gold.fct_visits)'"
             "'visit_id', {'visits': 'visit_id'}, ['source.lakehouse.blog.visits']",
             "the model reads source.lakehouse.blog.visits, which incremental_inputs",
         ),
+        (
+            "none, none, [], 'visits'",
+            "incremental_driver needs unique_key and incremental_inputs, got "
+            "incremental_driver visits",
+        ),
+        (
+            "'visit_id', {'visits': 'visit_id', 'dim_users': 'user_id'}, [], 'users'",
+            "incremental_driver must name one of incremental_inputs (visits, dim_users), "
+            "got users",
+        ),
+        (
+            "'visit_id', {'visits': 'visit_id', 'dim_users': 'user_id'}, [], 'dim_users'",
+            "incremental_driver dim_users must be linked by the unique key, a single column "
+            "(one output row per row of it), got unique_key visit_id and dim_users: user_id",
+        ),
+        (
+            "['visit_id', 'day'], {'visits': 'visit_id'}, [], 'visits'",
+            "incremental_driver visits must be linked by the unique key, a single column",
+        ),
     ],
 )
 def test_a_misconfigured_incremental_audited_table_fails_naming_it(

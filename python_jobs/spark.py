@@ -327,6 +327,14 @@ JIT_OPTIONS = (
 )
 
 
+def extra_jvm_options() -> list[str]:
+    """LAKEHOUSE_JVM_OPTIONS: more options for every JVM the project starts (drivers,
+    executors, the cluster's daemons), after the project's own, so they win; e.g.
+    `-XX:TieredStopAtLevel=1` (no C2 at all) where every command is short and its
+    tables tiny, as in the test suite (tests/conftest.py)."""
+    return os.environ.get("LAKEHOUSE_JVM_OPTIONS", "").split()
+
+
 def spark_settings(catalog: bool = True) -> dict[str, str]:
     """Every Spark and Delta setting the project uses, with the reason for each."""
     p = paths()
@@ -345,6 +353,7 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
             *JIT_OPTIONS,
             # The classes of earlier starts, mapped from an archive (python_jobs/class_sharing.py).
             *class_sharing.java_options(),
+            *extra_jvm_options(),
         ]
     )
     settings = {
@@ -448,6 +457,7 @@ def master_settings(master: str) -> dict[str, str]:
             "-Duser.timezone=UTC",
             "-XX:-UsePerfData",
             f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
+            *extra_jvm_options(),
         ]
     )
     settings.update(
@@ -485,6 +495,7 @@ def cluster_daemon_java_options() -> str:
             # No REST submission server: it listens on a fixed port (6066) and
             # applications connect with spark:// anyway.
             "-Dspark.master.rest.enabled=false",
+            *extra_jvm_options(),
         ]
     )
 

@@ -29,7 +29,7 @@ import pytest
 
 from python_jobs.tools import airflow_local
 from tests.e2e.test_cdc_convergence import USER_COLUMNS, describe_difference, table_rows, truth_rows
-from tests.helpers import job_env, run_simulator
+from tests.helpers import SHORT_COMMAND_JVM, job_env, run_simulator
 
 pytestmark = pytest.mark.slow
 
@@ -66,8 +66,10 @@ class Lakehouse:
 
 def airflow_env(home: Path, **extra: str) -> dict[str, str]:
     env = airflow_local.airflow_env(home, job_env(home))
-    # Tiny data: a small driver per task; a retry after a second, not five minutes.
+    # Tiny data: a small driver per task, compiling with C1 only (each task is a short
+    # command); a retry after a second, not five minutes.
     env.update(
+        SHORT_COMMAND_JVM,
         SPARK_DRIVER_MEMORY="1g",
         LAKEHOUSE_DAG_RETRIES="1",
         LAKEHOUSE_DAG_RETRY_DELAY_SECONDS="1",

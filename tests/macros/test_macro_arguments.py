@@ -277,8 +277,7 @@ LABEL = "'audited_table (model gold.fct_visits)'"
         ),
         (
             "'visit_id', {'visits': 'visit_id', 'dim_users': 'user_id'}, [], 'users'",
-            "incremental_driver must name one of incremental_inputs (visits, dim_users), "
-            "got users",
+            "incremental_driver must name one of incremental_inputs (visits, dim_users), got users",
         ),
         (
             "'visit_id', {'visits': 'visit_id', 'dim_users': 'user_id'}, [], 'dim_users'",

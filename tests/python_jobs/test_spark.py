@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -10,7 +11,26 @@ from pathlib import Path
 
 import pytest
 
-from python_jobs.spark import REPO_ROOT, _resolved_jars_file, spark_settings
+from python_jobs.spark import (
+    REPO_ROOT,
+    _resolved_jars_file,
+    cluster_daemon_java_options,
+    master_settings,
+    spark_settings,
+)
+from tests.helpers import job_env
+
+
+def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`python -c code` from the repository in `env`, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_session_runs_delta_with_the_project_settings(spark, lakehouse_home: Path) -> None:
@@ -64,6 +84,31 @@ def test_lakehouse_spark_conf_goes_over_the_defaults(monkeypatch) -> None:
         )
 
 
+def test_lakehouse_jvm_options_go_last_on_every_jvm(monkeypatch, tmp_path: Path) -> None:
+    """LAKEHOUSE_JVM_OPTIONS reach a driver the job starts, and the settings put them
+    last on drivers, executors and cluster daemons."""
+    env = job_env(tmp_path, LAKEHOUSE_JVM_OPTIONS="-Xss2m -XX:TieredStopAtLevel=1")
+    probe = (
+        "from python_jobs.spark import get_spark; s = get_spark(catalog=False); "
+        "print(list(s.sparkContext._jvm.java.lang.management.ManagementFactory"
+        ".getRuntimeMXBean().getInputArguments()))"
+    )
+    proc = run_python(probe, env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    arguments = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    at = arguments.index("-Xss2m")
+    assert arguments[at : at + 2] == ["-Xss2m", "-XX:TieredStopAtLevel=1"], arguments
+    monkeypatch.setenv("LAKEHOUSE_JVM_OPTIONS", " -Xss2m\t-XX:+UseSerialGC ")
+    extra = ["-Xss2m", "-XX:+UseSerialGC"]
+    driver = spark_settings(catalog=False)["spark.driver.extraJavaOptions"].split()
+    executors = master_settings("spark://127.0.0.1:7077")["spark.executor.extraJavaOptions"]
+    assert driver[-2:] == executors.split()[-2:] == cluster_daemon_java_options().split()[-2:]
+    assert driver[-2:] == extra
+    monkeypatch.delenv("LAKEHOUSE_JVM_OPTIONS")
+    assert "-Xss2m" not in spark_settings(catalog=False)["spark.driver.extraJavaOptions"]
+    assert "-Xss2m" not in cluster_daemon_java_options()
+
+
 def test_catalog_free_settings_use_an_in_memory_catalog() -> None:
     assert spark_settings(catalog=False)["spark.sql.catalogImplementation"] == "in-memory"
     assert spark_settings(catalog=True)["spark.sql.catalogImplementation"] == "hive"
@@ -90,14 +135,7 @@ def test_a_second_session_uses_cached_jars_and_utc_in_any_zone(spark, tmp_path: 
     assert _resolved_jars_file().exists()
     # A machine far from UTC: timestamps must still be stored and read back as UTC.
     env = {**os.environ, "LAKEHOUSE_HOME": str(tmp_path / "home"), "TZ": "Asia/Kolkata"}
-    proc = subprocess.run(
-        [sys.executable, "-c", SECOND_SESSION],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_python(SECOND_SESSION, env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1]) == {
         "t": "2024-10-07 23:30:00",

@@ -28,9 +28,10 @@ SUITE_PROCESS_VARIABLES = (
 
 
 # For a test whose processes are each a short command on tiny tables (the Airflow DAG's
-# tasks): their JVMs compile with C1 only. C2 spent about a third of such a command's CPU
-# compiling code it then barely ran: one DAG run took 125 s instead of 167 s. A long
-# process keeps C2 (the demo's first build took 260 s with C1 only, 176 s with C2).
+# tasks, the crash-recovery test's ingestion runs): their JVMs compile with C1 only. C2
+# spent about a third of such a command's CPU compiling code it then barely ran: one DAG
+# run took 125 s instead of 167 s. A long process keeps C2 (the demo's first build took
+# 260 s with C1 only, 176 s with C2; docs/testing.md).
 SHORT_COMMAND_JVM = {"LAKEHOUSE_JVM_OPTIONS": "-XX:TieredStopAtLevel=1"}
 
 

@@ -24,14 +24,15 @@ import pytest
 from python_jobs import bronze
 from python_jobs.spark import REPO_ROOT
 from python_jobs.topics import load_topics
-from tests.helpers import ingested_records, landing_records
+from tests.helpers import SHORT_COMMAND_JVM, ingested_records, landing_records
 
 KILL_SEED = 20261122
 RANDOM_KILLS = 1
 
 
 def _start(home: Path, run: int, fault: str | None) -> tuple[subprocess.Popen, Path]:
-    env = os.environ.copy()
+    # Each run is a short command (killed or run to the end on tiny files): C1 only.
+    env = {**os.environ, **SHORT_COMMAND_JVM}
     marker = home / f"fault-{run}.marker"
     # A crash point comes from a test-only wrapper of the job (tests/ingest_with_fault.py).
     job = ["tests.ingest_with_fault", fault, str(marker)] if fault else ["python_jobs.ingest"]

@@ -329,9 +329,10 @@ JIT_OPTIONS = (
 
 def extra_jvm_options() -> list[str]:
     """LAKEHOUSE_JVM_OPTIONS: more options for every JVM the project starts (drivers,
-    executors, the cluster's daemons), after the project's own, so they win; e.g.
-    `-XX:TieredStopAtLevel=1` (no C2 at all) where every command is short and its
-    tables tiny, as in the test suite (tests/conftest.py)."""
+    executors, the cluster's daemons), after the project's own, so they win. E.g.
+    `-XX:TieredStopAtLevel=1` (no C2 at all) for short commands on tiny tables, as the
+    Airflow and crash-recovery tests run (SHORT_COMMAND_JVM in tests/helpers.py); it
+    also shrinks the code cache to 48 MB, which a long-running driver fills."""
     return os.environ.get("LAKEHOUSE_JVM_OPTIONS", "").split()
 
 

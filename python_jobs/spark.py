@@ -327,12 +327,28 @@ JIT_OPTIONS = (
 )
 
 
+def jvm_base_options(tmpdir: Path) -> list[str]:
+    """The options every JVM the project starts begins with (drivers, executors, the
+    cluster's daemons)."""
+    return [
+        # Scratch files under LAKEHOUSE_HOME (nothing written elsewhere).
+        f"-Djava.io.tmpdir={tmpdir}",
+        # UTC in the JVM too (see the TZ note at the top of this module).
+        "-Duser.timezone=UTC",
+        # No /tmp/hsperfdata_* files from the JVM.
+        "-XX:-UsePerfData",
+        # Warnings and errors only, without the embedded catalog's start-up noise.
+        f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
+    ]
+
+
 def extra_jvm_options() -> list[str]:
     """LAKEHOUSE_JVM_OPTIONS: more options for every JVM the project starts (drivers,
     executors, the cluster's daemons), after the project's own, so they win. E.g.
     `-XX:TieredStopAtLevel=1` (no C2 at all) for short commands on tiny tables, as the
-    Airflow and crash-recovery tests run (SHORT_COMMAND_JVM in tests/helpers.py); it
-    also shrinks the code cache to 48 MB, which a long-running driver fills."""
+    Airflow, crash-recovery and shared-catalog tests run (SHORT_COMMAND_JVM in
+    tests/helpers.py); alone, it also shrinks the code cache to 48 MB, which a
+    long-running driver fills, so they add `-XX:ReservedCodeCacheSize=240m`."""
     return os.environ.get("LAKEHOUSE_JVM_OPTIONS", "").split()
 
 
@@ -342,15 +358,8 @@ def spark_settings(catalog: bool = True) -> dict[str, str]:
     tmp = str(p["tmp"])
     java_opts = " ".join(
         [
-            # Keep every scratch file under LAKEHOUSE_HOME (nothing written elsewhere).
-            f"-Djava.io.tmpdir={tmp}",
+            *jvm_base_options(p["tmp"]),
             f"-Dderby.system.home={p['home']}",
-            # UTC in the JVM too (see the TZ note at the top of this module).
-            "-Duser.timezone=UTC",
-            # No /tmp/hsperfdata_* files from the JVM.
-            "-XX:-UsePerfData",
-            # Warnings and errors only, without the embedded catalog's start-up noise.
-            f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
             *JIT_OPTIONS,
             # The classes of earlier starts, mapped from an archive (python_jobs/class_sharing.py).
             *class_sharing.java_options(),
@@ -451,16 +460,7 @@ def master_settings(master: str) -> dict[str, str]:
     if not master.startswith("spark://"):
         return settings
     tmp = paths()["tmp"]
-    executor_java_opts = " ".join(
-        [
-            # The executors' scratch files stay under LAKEHOUSE_HOME too.
-            f"-Djava.io.tmpdir={tmp}",
-            "-Duser.timezone=UTC",
-            "-XX:-UsePerfData",
-            f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
-            *extra_jvm_options(),
-        ]
-    )
+    executor_java_opts = " ".join([*jvm_base_options(tmp), *extra_jvm_options()])
     settings.update(
         {
             # Small executors for a small cluster: one core each, and by default one
@@ -486,10 +486,7 @@ def cluster_daemon_java_options() -> str:
     ``python -m python_jobs.tools.cluster`` starts (SPARK_DAEMON_JAVA_OPTS)."""
     return " ".join(
         [
-            f"-Djava.io.tmpdir={paths()['home'] / 'cluster' / 'tmp'}",
-            "-Duser.timezone=UTC",
-            "-XX:-UsePerfData",
-            f"-Dlog4j2.configurationFile={HERE / 'log4j2.properties'}",
+            *jvm_base_options(paths()["home"] / "cluster" / "tmp"),
             # An application that does not say how many cores it wants gets one, not
             # the whole cluster.
             "-Dspark.deploy.defaultCores=1",

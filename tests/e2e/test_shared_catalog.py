@@ -28,6 +28,7 @@ from python_jobs.catalog import free_port, port_open
 from python_jobs.spark import REPO_ROOT, parse_catalog_url
 from python_jobs.topics import load_topics
 from tests.helpers import (
+    SHORT_COMMAND_JVM,
     bronze_records,
     ingested_records,
     job_env,
@@ -76,7 +77,9 @@ def shared(lakehouse_home: Path) -> Iterator[tuple[Path, str]]:
 
 def _env(home: Path, url: str, **extra: str) -> dict[str, str]:
     # Five drivers side by side on a 2-core, shared machine.
-    return job_env(home, LAKEHOUSE_CATALOG=url, SPARK_DRIVER_MEMORY="1g", **extra)
+    return job_env(
+        home, LAKEHOUSE_CATALOG=url, SPARK_DRIVER_MEMORY="1g", **SHORT_COMMAND_JVM, **extra
+    )
 
 
 def _start(name: str, args: list[str], env: dict[str, str], logs: Path) -> subprocess.Popen:

@@ -346,8 +346,8 @@ def extra_jvm_options() -> list[str]:
     """LAKEHOUSE_JVM_OPTIONS: more options for every JVM the project starts (drivers,
     executors, the cluster's daemons), after the project's own, so they win. E.g.
     `-XX:TieredStopAtLevel=1` (no C2 at all) for short commands on tiny tables, as the
-    Airflow, crash-recovery and shared-catalog tests run (SHORT_COMMAND_JVM in
-    tests/helpers.py); alone, it also shrinks the code cache to 48 MB, which a
+    Airflow, crash-recovery, shared-catalog and cluster tests run (SHORT_COMMAND_JVM
+    in tests/helpers.py); alone, it also shrinks the code cache to 48 MB, which a
     long-running driver fills, so they add `-XX:ReservedCodeCacheSize=240m`."""
     return os.environ.get("LAKEHOUSE_JVM_OPTIONS", "").split()
 

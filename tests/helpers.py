@@ -27,13 +27,14 @@ SUITE_PROCESS_VARIABLES = (
 )
 
 
-# For a test whose processes are each a short command on tiny tables (the Airflow DAG's
+# For a test whose processes each run short commands on tiny tables (the Airflow DAG's
 # tasks, the crash-recovery test's ingestion runs, the shared-catalog test's five
-# drivers): their JVMs compile with C1 only. C2 spent about a third of such a command's
-# CPU compiling code it then barely ran: one DAG run took 125 s instead of 167 s. A long
-# process keeps C2 (the demo's first build took 260 s with C1 only, 176 s with C2;
-# docs/testing.md). C1 alone reserves 48 MB of code cache, which a driver that lives a
-# few minutes can fill ("Out of space in CodeCache"): the default 240 MB is kept.
+# drivers, the cluster test's daemons, drivers and executors): their JVMs compile with
+# C1 only. C2 spent about a third of such a command's CPU compiling code it then barely
+# ran: one DAG run took 125 s instead of 167 s. A long process keeps C2 (the demo's
+# first build took 260 s with C1 only, 176 s with C2; docs/testing.md). C1 alone
+# reserves 48 MB of code cache, which a driver that lives a few minutes can fill ("Out
+# of space in CodeCache"): the default 240 MB is kept.
 SHORT_COMMAND_JVM = {
     "LAKEHOUSE_JVM_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 }

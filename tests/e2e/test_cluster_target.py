@@ -25,7 +25,7 @@ from pyhive import hive
 from python_jobs.spark import REPO_ROOT
 from python_jobs.tools import cluster
 from tests.e2e.test_cdc_convergence import assert_matches_truth, assert_visits_match_truth
-from tests.helpers import job_env
+from tests.helpers import SHORT_COMMAND_JVM, job_env
 
 # Silver and gold over users, articles and visits: the models and their tests (the
 # whole project builds in the demo test; on the 1-core executor it takes ~10 minutes).
@@ -96,7 +96,7 @@ def cluster_home(lakehouse_home: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     starting meanwhile resets its root to 0700, and PostgreSQL, running as another
     user, would lose its data directory)."""
     home = lakehouse_home / "cluster-home"
-    env = job_env(home)
+    env = job_env(home, **SHORT_COMMAND_JVM)
     try:
         started = time.monotonic()
         url = _ok(_run(env, "python_jobs.catalog", "up", timeout=600), "catalog up")

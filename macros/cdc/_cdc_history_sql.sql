@@ -114,7 +114,7 @@
       or the delete that closes it (null while current; `_cdc_closed_by_delete` tells
       which); a delete of a key that is not live changes nothing.
 -#}
-{% macro _cdc_history_versions_sql(store, touched, columns, truncates) -%}
+{% macro _cdc_history_versions_sql(store, touched, columns) -%}
     {%- set keys = _cdc_column_list(columns['keys']) -%}
     {%- set key_names = columns['keys'] | map(attribute='name') | map('lower') | list -%}
     {%- set metadata = '_cdc_sequence, _cdc_is_delete, _cdc_changed_at, _cdc_window_value, _cdc_tiebreak' -%}
@@ -124,7 +124,6 @@
         from {{ store }} as c
         left semi join {{ touched }} as k on {{ _cdc_key_match(columns['keys'], 'c', 'k') }}
         where not c._cdc_is_truncate
-        {%- if truncates %}
         union all
         select
             {%- for column in columns.carried %}
@@ -138,7 +137,6 @@
             t._cdc_tiebreak
         from {{ touched }} as k
         cross join (select * from {{ store }} where _cdc_is_truncate) as t
-        {%- endif %}
     ),
 
     deduplicated as (
@@ -286,10 +284,4 @@
     when not matched and not s._cdc_gone then
         insert ({{ _cdc_column_list(written) }}, _cdc_sequence)
         values ({{ _cdc_column_list(written, 's') }}, s._cdc_sequence)
-{%- endmacro %}
-
-{#- Whether the change store holds a truncate (they concern every key). -#}
-{% macro _cdc_history_has_truncates(store) -%}
-    {{ return(run_query("select count(*) from " ~ store ~ " where _cdc_is_truncate")
-        .columns[0].values()[0] > 0) }}
 {%- endmacro %}

@@ -68,8 +68,9 @@
             store, batch, columns, store_window,
             summary.truncates > 0 or columns.dropped | length > 0)) -%}
         {%- do run_query(_cdc_history_store_sql(store, batch, store_window)) -%}
-        {%- set truncates = summary.truncates > 0 or _cdc_history_has_truncates(store) -%}
-        {%- do _cdc_cache(versions, _cdc_history_versions_sql(store, touched, columns, truncates)) -%}
+        {#- The versions are read once, by the difference, which is cached: a view. -#}
+        {%- do run_query("create or replace temporary view " ~ versions ~ " as "
+            ~ _cdc_history_versions_sql(store, touched, columns)) -%}
         {%- do _cdc_cache(diff, _cdc_history_diff_sql(target, versions, touched, columns)) -%}
         {%- call statement('main') -%}
             {{ _cdc_history_merge_sql(target, diff, columns) }}

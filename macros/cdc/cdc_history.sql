@@ -75,10 +75,11 @@
         {%- call statement('main') -%}
             {{ _cdc_history_merge_sql(target, diff, columns) }}
         {%- endcall -%}
-        {#- Each view reads the ones after it: dropped in this order. -#}
-        {%- for view in (diff, versions, touched) -%}
-            {%- do _cdc_uncache(view) -%}
-        {%- endfor -%}
+        {#- Each view reads the ones after it: dropped in this order (the versions,
+            never cached, only dropped). -#}
+        {%- do _cdc_uncache(diff) -%}
+        {%- do run_query('drop view if exists ' ~ versions) -%}
+        {%- do _cdc_uncache(touched) -%}
     {%- endif -%}
     {%- do _cdc_uncache(batch) -%}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
+from delta.tables import DeltaTable
 
 from python_jobs import bronze
 from python_jobs.topics import Topic
@@ -313,6 +314,8 @@ def test_bronze_rows_carry_the_version_of_the_commit_that_wrote_them(
     bronze.ensure_tables(spark, [topic])
     detail = spark.sql(f"describe detail delta.`{path}`").collect()[0]
     assert detail["properties"]["delta.enableRowTracking"] == "true"
+    # What ensure_tables reads instead of describe detail (which costs Spark jobs).
+    assert bronze.logged_properties(DeltaTable.forPath(spark, path)) == detail["properties"]
     versions = []
     for n, lines in enumerate([['{"id": "a"}', '{"id": "b"}'], ['{"id": "c"}']]):
         rows = [(line, topic.topic, None, None, "f.json", i) for i, line in enumerate(lines, 1)]

@@ -183,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.target in run_dbt.SESSION_TARGETS:
+            if args.step != "ingest":
+                run_dbt.start_dbt_import()
             # dbt needs the catalog-bound session: ingestion shares it (one JVM).
             from python_jobs.spark import get_spark
 

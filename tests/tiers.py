@@ -11,6 +11,7 @@ FAST_TEST_FILES = (
     "tests/python_jobs/test_topics.py",
     "tests/python_jobs/test_simulate.py",
     "tests/python_jobs/test_cluster_preflight.py",
+    "tests/python_jobs/test_run_dbt.py",
     "tests/macros/test_macro_arguments.py",
     "tests/macros/test_deduplicate.py",
     "tests/models/test_unit_tests.py",

@@ -289,7 +289,10 @@
     {%- do options.update({'revoke_grants': should_revoke(
         existing, full_refresh_mode=should_full_refresh())}) -%}
     {%- do _window_log_ensure(prepared.log) -%}
+    {#- python_jobs.run_dbt passes it as LAKEHOUSE_EXECUTION_TIME, not as a var: dbt
+        parses the whole project again whenever its vars change. -#}
     {%- do prepared.update({'execution_time': _window_execution_time(
-        var('execution_time', none), options.label)}) -%}
+        var('execution_time', env_var('LAKEHOUSE_EXECUTION_TIME', '') or none),
+        options.label)}) -%}
     {{ return(prepared) }}
 {%- endmacro %}

@@ -778,9 +778,7 @@ def ensure_delta_table(
     # A table made before row tracking was on gets it (its rows then carry the version
     # of the commit that enables it).
     wanted = {k: v for k, v in (properties or {}).items() if k in ROW_TRACKING}
-    if not wanted:
-        return False
-    current = _table_properties(table)
+    current = _table_properties(table) if wanted else {}
     changed = {k: v for k, v in wanted.items() if current.get(k) != v}
     if changed:
         assignments = ", ".join(f"'{k}' = '{v}'" for k, v in changed.items())

@@ -23,16 +23,6 @@
     ], options) -%}
 {%- endmacro %}
 
-{#- Drops and creates each (relation, column definitions) pair: scratch tables (the
-    audited_table's staging), which keep no history. Not `create ... as select ...
-    where false`, for the statistics reason given at `_window_create_tables`. -#}
-{% macro _cdc_create_tables(tables) -%}
-    {%- for relation, definition in tables -%}
-        {%- do run_query("drop table if exists " ~ relation) -%}
-        {%- do run_query("create table " ~ relation ~ " (" ~ definition ~ ") using delta") -%}
-    {%- endfor -%}
-{%- endmacro %}
-
 {% macro _cdc_quarantine_definition() -%}
     {{ return("reason string not null, record string not null, "
         ~ "window_value bigint, execution_time timestamp not null, "

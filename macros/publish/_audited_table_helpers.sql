@@ -41,16 +41,52 @@
     {{ return(definitions | join(', ')) }}
 {%- endmacro %}
 
-{#- Sets the table's check constraints to the contract's (a replaced table may keep
-    the old ones). -#}
-{% macro _awap_add_checks(relation, constraints) -%}
-    {%- for name in _awap_current_checks(relation) -%}
-        {%- do run_query("alter table " ~ relation ~ " drop constraint if exists `" ~ name ~ "`") -%}
-    {%- endfor -%}
+{#- Creates (or, `replace`, replaces) a Delta table with the contract's definition, its
+    check constraints and `properties` in one commit: Delta keeps a CHECK constraint as
+    the table property `delta.constraints.<name>`, and enforces one set at creation as it
+    does one added by ALTER (which would cost each check a scan and a commit). Unlike
+    ALTER, creation does not analyse the expressions: `_awap_validate_checks` does, first.
+    A replaced table keeps none of the old table's constraints. -#}
+{% macro _awap_create_table(relation, definition, constraints, properties={}, replace=false) -%}
+    {%- set all = {} -%}
     {%- for check in constraints.checks -%}
-        {%- do run_query("alter table " ~ relation ~ " add constraint `" ~ check.name
-            ~ "` check (" ~ check.expression ~ ")") -%}
+        {%- do all.update({'delta.constraints.' ~ check.name | lower: check.expression}) -%}
     {%- endfor -%}
+    {%- do all.update(properties) -%}
+    {%- set pairs = [] -%}
+    {%- for key, value in all.items() -%}
+        {%- do pairs.append(_awap_string_literal(key) ~ ' = ' ~ _awap_string_literal(value)) -%}
+    {%- endfor -%}
+    {%- do run_query(("create or replace table " if replace else "create table ") ~ relation
+        ~ " (" ~ definition ~ ") using delta"
+        ~ (" tblproperties (" ~ pairs | join(', ') ~ ")" if pairs else "")) -%}
+{%- endmacro %}
+
+{#- A Spark SQL string literal of `value` (backslashes and quotes escaped). -#}
+{% macro _awap_string_literal(value) -%}
+    {{ return("'" ~ value | string | replace("\\", "\\\\") | replace("'", "\\'") ~ "'") }}
+{%- endmacro %}
+
+{#- Each check expression must resolve against the model's columns and be boolean, as
+    Delta's ALTER TABLE ADD CONSTRAINT requires: one analysis of `input` (no Spark job);
+    Spark's own message for an expression that does not resolve. -#}
+{% macro _awap_validate_checks(input, constraints, label) -%}
+    {%- if constraints.checks -%}
+        {%- set selected = [] -%}
+        {%- for check in constraints.checks -%}
+            {%- do selected.append("(" ~ check.expression ~ ") as `_check_" ~ loop.index ~ "`") -%}
+        {%- endfor -%}
+        {%- set described = run_query("describe query select " ~ selected | join(', ')
+            ~ " from " ~ input) -%}
+        {%- for check in constraints.checks -%}
+            {%- set data_type = described[loop.index0][1] -%}
+            {%- if data_type != 'boolean' -%}
+                {{ exceptions.raise_compiler_error(label ~ ": check constraint '" ~ check.name
+                    ~ "' (" ~ check.expression ~ ") is " ~ data_type
+                    ~ ", not a boolean expression") }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endif -%}
 {%- endmacro %}
 
 {#- A check expression as Delta stores it, whitespace aside: Delta writes a space

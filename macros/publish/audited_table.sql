@@ -16,9 +16,9 @@
     3. Publish: the staging rows replace the published table's in one commit
        (`insert overwrite`, which the table's own constraints check again). A new table,
        or one whose columns or check constraints changed, is first replaced by the
-       contract's definition (open-source Delta sets NOT NULL only at creation and CHECK
-       only by ALTER), so that publication takes a few commits, readers seeing an empty
-       table in between. A new `not_null` on an existing table needs --full-refresh.
+       contract's definition, checks and tblproperties in one commit (open-source Delta
+       sets NOT NULL only at creation), so that publication takes two commits, readers
+       seeing an empty table in between. A new `not_null` on an existing table needs --full-refresh.
 
     Incremental (`unique_key` and `incremental_inputs`, optionally `incremental_driver`;
     _audited_table_incremental.sql): only the rows whose inputs changed since the last
@@ -48,6 +48,7 @@
     {%- do run_query('create or replace temporary view ' ~ input ~ ' as ' ~ sql) -%}
     {%- set columns = _cdc_describe(input) -%}
     {%- set constraints = _awap_constraints(model) -%}
+    {%- do _awap_validate_checks(input, constraints, label) -%}
     {%- set replace = _awap_needs_replace(target, columns, constraints) -%}
     {%- set plan = none if incremental is none
         else _awap_incremental_plan(target, incremental, columns, replace, label) -%}
@@ -59,8 +60,8 @@
     {#- 1. Write into staging, under the contract's constraints: every row, or (merging)
         the rows of the keys whose inputs changed. -#}
     {%- set definition = _awap_definition(columns, constraints) -%}
-    {%- do _cdc_create_tables([(staging, definition)]) -%}
-    {%- do _awap_add_checks(staging, constraints) -%}
+    {%- do run_query("drop table if exists " ~ staging) -%}
+    {%- do _awap_create_table(staging, definition, constraints) -%}
     {%- if merging -%}
         {%- do _cdc_cache(keys, _awap_keys_sql(target, input, incremental, plan)) -%}
         {%- set recomputed = run_query("select count(*) from " ~ keys)[0][0] | int -%}
@@ -110,10 +111,8 @@
             {%- if existing is not none and not existing.is_delta -%}
                 {%- do adapter.drop_relation(existing) -%}
             {%- endif -%}
-            {%- do run_query("create or replace table " ~ target ~ " (" ~ definition
-                ~ ") using delta" ~ (" " ~ _delta_tblproperties_clause(properties)
-                if properties else "")) -%}
-            {%- do _awap_add_checks(target, constraints) -%}
+            {%- do _awap_create_table(target, definition, constraints, properties,
+                replace=true) -%}
         {%- endif -%}
         {%- call statement('main') -%}
             insert overwrite table {{ target }}

@@ -9,9 +9,13 @@ violation leaves the published table at the same Delta version, still readable.
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 
-from tests.macros.test_cdc_merge import run_project
+from python_jobs.spark import REPO_ROOT
+from tests.macros.test_cdc_merge import PROJECT, run_project
 
 TABLE = "silver.audited_scores"
 CLEAN = [(1, "ada", 10), (2, "bob", 20)]
@@ -39,6 +43,13 @@ def published(spark) -> list[tuple]:
 
 def version(spark) -> int:
     return spark.sql(f"describe history {TABLE} limit 1").collect()[0]["version"]
+
+
+def staging_rows(spark) -> list[tuple] | None:
+    """The rejected candidate's rows, if one is kept."""
+    if not spark.catalog.tableExists(TABLE + "__staging"):
+        return None
+    return sorted(tuple(r) for r in spark.table(TABLE + "__staging").collect())
 
 
 def failure(result) -> str:
@@ -117,6 +128,43 @@ def test_a_constraint_violation_is_rejected_by_the_storage(
     with pytest.raises(Exception, match=violation):
         spark.sql(f"insert into {TABLE} values ({values})")
     assert (published(spark), version(spark)) == (rows_before, before)
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("scor >= 0", "UNRESOLVED_COLUMN"),
+        (
+            "score + 1",
+            "audited_table (model silver.audited_scores): check constraint "
+            "'score_not_negative' (score + 1) is int, not a boolean expression",
+        ),
+    ],
+    ids=["unresolved", "not-boolean"],
+)
+def test_a_check_that_is_not_a_boolean_of_the_columns_fails_before_any_write(
+    spark, dbt, lakehouse_home, first_build, tmp_path, expression, message
+) -> None:
+    """Delta creates the tables with their checks as properties, which it does not
+    analyse: the materialization does, first, as ALTER TABLE ADD CONSTRAINT would."""
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    settings = project / "dbt_project.yml"
+    settings.write_text(
+        settings.read_text().replace('["../../../macros"]', json.dumps([str(REPO_ROOT / "macros")]))
+    )
+    schema = project / "models" / "audited" / "audited_scores.yml"
+    schema.write_text(schema.read_text().replace('"score >= 0"', json.dumps(expression)))
+    rows_before, before, staging = published(spark), version(spark), staging_rows(spark)
+    write_input(spark, CLEAN_2)
+    result = dbt(
+        "run", "--project-dir", str(project), "--target-path", str(tmp_path / "target"),
+        "--select", "audited_scores", expect_fail=True,
+    )  # fmt: skip
+    assert message in failure(result)
+    assert (published(spark), version(spark)) == (rows_before, before)
+    # Nothing written: not even the staging table of the candidate was replaced.
+    assert staging_rows(spark) == staging
 
 
 def test_a_warning_does_not_block_publication(spark, dbt, lakehouse_home, first_build) -> None:

@@ -113,19 +113,26 @@ def _import_dbt() -> None:
         pass
 
 
-# The var the windowed materializations read at run time only, and the environment
-# variable that carries it instead (macros/windows/_window_runs.sql).
-EXECUTION_TIME_VAR = "execution_time"
-EXECUTION_TIME_ENV = "LAKEHOUSE_EXECUTION_TIME"
+# Vars that change from one run to the next, and the environment variables that carry
+# them instead: `execution_time` (the windowed materializations, macros/windows/
+# _window_runs.sql, read it at run time only) and the devices load a snapshot takes
+# (python_jobs/snapshot_loads.py; snapshots/devices_history.sql reads it while dbt
+# parses too, and dbt re-parses just that file when the variable changes).
+ENV_VARS = {
+    "execution_time": "LAKEHOUSE_EXECUTION_TIME",
+    "devices_load_date": "LAKEHOUSE_DEVICES_LOAD_DATE",
+    "snapshot_time": "LAKEHOUSE_SNAPSHOT_TIME",
+}
 
 
-def split_execution_time(args: list[str]) -> tuple[list[str], str | None]:
-    """`args` without the var `execution_time`, and its value (None: not given).
+def split_env_vars(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """`args` without the vars of ENV_VARS, and their values by environment variable.
 
     dbt parses the whole project again whenever its `--vars` change (about 3 s here,
-    5-6 s in a new process), and every run has a new execution time; no model reads it
-    while dbt parses. So `invoke` hands it over in an environment variable, and dbt
-    keeps its parse from one execution time to the next. Any other var stays.
+    5-6 s in a new process), and every run has a new execution time (every snapshot of
+    a load, a new load day). So `invoke` hands those vars over in environment
+    variables, and dbt keeps its parse from one run to the next. Any other var stays.
+    An empty value is passed as empty, which the macros read as the var absent.
     """
     import yaml
 
@@ -139,14 +146,19 @@ def split_execution_time(args: list[str]) -> tuple[list[str], str | None]:
         try:
             variables = yaml.safe_load(text)
         except yaml.YAMLError:
-            return args, None  # dbt says what is wrong with it
-        if not isinstance(variables, dict) or EXECUTION_TIME_VAR not in variables:
-            return args, None
-        value = variables.pop(EXECUTION_TIME_VAR)
+            return args, {}  # dbt says what is wrong with it
+        if not isinstance(variables, dict) or not set(variables) & set(ENV_VARS):
+            return args, {}
+        values = {
+            ENV_VARS[name]: "" if value is None else str(value)
+            for name in ENV_VARS
+            if name in variables
+            for value in [variables.pop(name)]
+        }
         if variables:
             rest = [*rest, "--vars", yaml.safe_dump(variables, default_flow_style=True)]
-        return rest, "" if value is None else str(value)
-    return args, None
+        return rest, values
+    return args, {}
 
 
 def invoke(args: list[str]):
@@ -159,16 +171,17 @@ def invoke(args: list[str]):
         _dbt_import.join()
     from dbt.cli.main import dbtRunner
 
-    args, execution_time = split_execution_time(args)
-    before = os.environ.pop(EXECUTION_TIME_ENV, None)
-    if execution_time is not None:
-        os.environ[EXECUTION_TIME_ENV] = execution_time
+    args, values = split_env_vars(args)
+    # Only this command's: a variable set by hand or left by an earlier command is not.
+    before = {name: os.environ.pop(name, None) for name in ENV_VARS.values()}
+    os.environ.update(values)
     try:
         return dbtRunner().invoke(args)
     finally:
-        os.environ.pop(EXECUTION_TIME_ENV, None)
-        if before is not None:
-            os.environ[EXECUTION_TIME_ENV] = before
+        for name, value in before.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
 
 
 def main(argv: list[str] | None = None) -> int:

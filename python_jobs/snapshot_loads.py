@@ -36,13 +36,25 @@ def load_days(directory: Path) -> list[str]:
     )
 
 
-def snapshot_relation(target: str) -> tuple[str, str]:
-    """(schema, table) of the snapshot on `target`, as dbt names it (no query runs)."""
+def target_arguments(args: list[str]) -> list[str]:
+    """`--target X` if `args` name a target, else nothing: dbt re-parses the whole
+    project when a command names its target and the one before did not (its parse's
+    state includes the target given on the command line), so the snapshot's lookup
+    names it exactly when the build does."""
+    from python_jobs.run_dbt import target_of
+
+    named = any(a in ("--target", "-t") or a.startswith("--target=") for a in args)
+    return ["--target", target_of(args)] if named else []
+
+
+def snapshot_relation(target_args: list[str]) -> tuple[str, str]:
+    """(schema, table) of the snapshot on the target of `target_args` (see
+    `target_arguments`), as dbt names it (no query runs)."""
     from python_jobs.run_dbt import invoke
 
     result = invoke(
         ["ls", "--select", SNAPSHOT, "--resource-type", "snapshot", "--output", "json"]
-        + ["--output-keys", "schema", "alias", "--log-level", "none", "--target", target]
+        + ["--output-keys", "schema", "alias", "--log-level", "none", *target_args]
     )
     if not result.success or not result.result:
         raise RuntimeError(f"dbt does not know the snapshot {SNAPSHOT}: {result.exception}")
@@ -69,9 +81,14 @@ def _query(target: str, sql: str) -> list[tuple]:
         return [tuple(row) for row in cursor.fetchall()]
 
 
-def snapshotted_through(target: str = "local") -> str | None:
-    """The latest load day the snapshot has recorded (an opening or a closing)."""
-    schema, table = snapshot_relation(target)
+def snapshotted_through(args: list[str] | None = None) -> str | None:
+    """The latest load day the snapshot has recorded (an opening or a closing), on the
+    target that the dbt arguments `args` select."""
+    from python_jobs.run_dbt import target_of
+
+    args = args or []
+    target = target_of(args)
+    schema, table = snapshot_relation(target_arguments(args))
     if not _query(target, f"show schemas like '{schema}'"):
         return None
     if not _query(target, f"show tables in {schema} like '{table}'"):
@@ -89,10 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    from python_jobs.run_dbt import invoke, target_of
+    from python_jobs.run_dbt import invoke
     from python_jobs.spark import paths
 
-    last = snapshotted_through(target_of(args))
+    last = snapshotted_through(args)
     days = [day for day in load_days(paths()["devices_loads"]) if last is None or day > last]
     if not days:
         print(f"devices_history: no load after {last or 'the start'} to snapshot")

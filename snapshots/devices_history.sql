@@ -24,7 +24,10 @@
         select * from {{ ref('stg_reference__devices') }}
     ),
 
-    {%- set load_date = var('devices_load_date', none) %}
+    {#- python_jobs.run_dbt passes the var as LAKEHOUSE_DEVICES_LOAD_DATE (dbt then
+        re-parses only this file when the load changes, not the whole project). -#}
+    {%- set load_date = var('devices_load_date',
+        env_var('LAKEHOUSE_DEVICES_LOAD_DATE', '') or none) %}
     {#- An empty load would close every device: refused when the snapshot has open
         versions (or a load was asked for by date). -#}
     {%- if load_date %}

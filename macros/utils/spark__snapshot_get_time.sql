@@ -5,7 +5,8 @@
     and not at the moment the snapshot happened to run - else the current time.
 -#}
 {% macro spark__snapshot_get_time() -%}
-    {%- set at = var('snapshot_time', none) -%}
+    {#- python_jobs.run_dbt passes the var as LAKEHOUSE_SNAPSHOT_TIME. -#}
+    {%- set at = var('snapshot_time', env_var('LAKEHOUSE_SNAPSHOT_TIME', '') or none) -%}
     {%- if at -%}
         to_timestamp('{{ at | replace("'", "") }}')
     {%- else -%}

@@ -40,14 +40,19 @@ def configure_environment() -> None:
     os.environ["LAKEHOUSE_PII_SALT"] = pii_salt()
 
 
-def target_of(args: list[str]) -> str:
-    """The dbt target a command line selects (`--target X`, `-t X`, or DBT_TARGET)."""
+def named_target(args: list[str]) -> str | None:
+    """The dbt target a command line names (`--target X`, `-t X`), else None."""
     for i, arg in enumerate(args):
         if arg in ("--target", "-t") and i + 1 < len(args):
             return args[i + 1]
         if arg.startswith("--target="):
             return arg.split("=", 1)[1]
-    return os.environ.get("DBT_TARGET", "local")
+    return None
+
+
+def target_of(args: list[str]) -> str:
+    """The dbt target a command line selects (`--target X`, `-t X`, or DBT_TARGET)."""
+    return named_target(args) or os.environ.get("DBT_TARGET", "local")
 
 
 # Targets that run dbt in this process on the embedded session (profiles.yml); any

@@ -41,10 +41,10 @@ def target_arguments(args: list[str]) -> list[str]:
     project when a command names its target and the one before did not (its parse's
     state includes the target given on the command line), so the snapshot's lookup
     names it exactly when the build does."""
-    from python_jobs.run_dbt import target_of
+    from python_jobs.run_dbt import named_target
 
-    named = any(a in ("--target", "-t") or a.startswith("--target=") for a in args)
-    return ["--target", target_of(args)] if named else []
+    named = named_target(args)
+    return ["--target", named] if named else []
 
 
 def snapshot_relation(target_args: list[str]) -> tuple[str, str]:

@@ -53,18 +53,9 @@
         {%- do all.update({'delta.constraints.' ~ check.name | lower: check.expression}) -%}
     {%- endfor -%}
     {%- do all.update(properties) -%}
-    {%- set pairs = [] -%}
-    {%- for key, value in all.items() -%}
-        {%- do pairs.append(_awap_string_literal(key) ~ ' = ' ~ _awap_string_literal(value)) -%}
-    {%- endfor -%}
     {%- do run_query(("create or replace table " if replace else "create table ") ~ relation
         ~ " (" ~ definition ~ ") using delta"
-        ~ (" tblproperties (" ~ pairs | join(', ') ~ ")" if pairs else "")) -%}
-{%- endmacro %}
-
-{#- A Spark SQL string literal of `value` (backslashes and quotes escaped). -#}
-{% macro _awap_string_literal(value) -%}
-    {{ return("'" ~ value | string | replace("\\", "\\\\") | replace("'", "\\'") ~ "'") }}
+        ~ (" " ~ _delta_tblproperties_clause(all) if all else "")) -%}
 {%- endmacro %}
 
 {#- Each check expression must resolve against the model's columns and be boolean, as

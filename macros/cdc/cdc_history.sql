@@ -64,22 +64,26 @@
             execution_time, summary) -%}
         {%- set store_window = window.predicate
             | replace('`' ~ options.window_column ~ '`', '_cdc_window_value') -%}
-        {%- do _cdc_cache(touched, _cdc_history_touched_sql(
-            store, batch, columns, store_window,
-            summary.truncates > 0 or columns.dropped | length > 0)) -%}
+        {#- The store as this run found it (its version at the run's start): the keys
+            of the window's rows that the append below replaces are touched too. -#}
+        {%- do run_query("create or replace temporary view " ~ touched ~ " as "
+            ~ _cdc_history_touched_sql(store ~ ' version as of ' ~ run.side_base, batch,
+                columns, store_window, summary.truncates > 0 or columns.dropped | length > 0)) -%}
         {%- do run_query(_cdc_history_store_sql(store, batch, store_window)) -%}
-        {#- The versions are read once, by the difference, which is cached: a view. -#}
+        {#- The versions are read once, by the difference, and the difference once, by
+            the merge, which materializes its source before reading it twice (Delta's
+            `merge.materializeSource`): both are views. -#}
         {%- do run_query("create or replace temporary view " ~ versions ~ " as "
             ~ _cdc_history_versions_sql(store, touched, columns)) -%}
-        {%- do _cdc_cache(diff, _cdc_history_diff_sql(target, versions, touched, columns)) -%}
+        {%- do run_query("create or replace temporary view " ~ diff ~ " as "
+            ~ _cdc_history_diff_sql(target, versions, touched, columns)) -%}
         {%- call statement('main') -%}
             {{ _cdc_history_merge_sql(target, diff, columns) }}
         {%- endcall -%}
-        {#- Each view reads the ones after it: dropped in this order (the versions,
-            never cached, only dropped). -#}
-        {%- do _cdc_uncache(diff) -%}
+        {#- Each view reads the ones after it: dropped in this order. -#}
+        {%- do run_query('drop view if exists ' ~ diff) -%}
         {%- do run_query('drop view if exists ' ~ versions) -%}
-        {%- do _cdc_uncache(touched) -%}
+        {%- do run_query('drop view if exists ' ~ touched) -%}
     {%- endif -%}
     {%- do _cdc_uncache(batch) -%}
 

@@ -63,10 +63,10 @@
 {%- endmacro %}
 
 {#-
-    The keys whose history this run recomputes: those of the window's changes, those
-    of the store's rows in the window (a re-run or a crashed run replaces them), and
-    every key when a truncate is among them (it closes every version open before it) or
-    when `every_key` (a truncate in the batch, or a column dropped).
+    The keys whose history this run recomputes: those of the window's changes and those
+    of the store's rows in the window (a re-run or a crashed run replaces them); with
+    `every_key` (a truncate among either, which closes every version open before it, or
+    a column dropped), every key.
 -#}
 {% macro _cdc_history_touched_sql(store, batch, columns, store_window, every_key) -%}
     {%- set keys = _cdc_column_list(columns['keys']) -%}
@@ -74,14 +74,8 @@
     where _cdc_quarantine_reason is null and not _cdc_is_truncate
     union
     select {{ keys }} from {{ store }}
-    where not _cdc_is_truncate and (
-        ({{ store_window }})
-        {%- if every_key %}
-        or true
-        {%- else %}
-        or exists (select 1 from {{ store }} where _cdc_is_truncate and {{ store_window }})
-        {%- endif %}
-    )
+    where not _cdc_is_truncate
+    {%- if not every_key %} and ({{ store_window }}){% endif %}
 {%- endmacro %}
 
 {#- The window's changes replace the store's rows of the same window. -#}

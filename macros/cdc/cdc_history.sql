@@ -66,9 +66,12 @@
             | replace('`' ~ options.window_column ~ '`', '_cdc_window_value') -%}
         {#- The store as this run found it (its version at the run's start): the keys
             of the window's rows that the append below replaces are touched too. -#}
+        {%- set store_before = store ~ ' version as of ' ~ run.side_base -%}
+        {%- set every_key = summary.truncates > 0 or columns.dropped | length > 0
+            or run_query("select exists (select 1 from " ~ store_before
+                ~ " where _cdc_is_truncate and (" ~ store_window ~ "))")[0][0] -%}
         {%- do run_query("create or replace temporary view " ~ touched ~ " as "
-            ~ _cdc_history_touched_sql(store ~ ' version as of ' ~ run.side_base, batch,
-                columns, store_window, summary.truncates > 0 or columns.dropped | length > 0)) -%}
+            ~ _cdc_history_touched_sql(store_before, batch, columns, store_window, every_key)) -%}
         {%- do run_query(_cdc_history_store_sql(store, batch, store_window)) -%}
         {#- The versions are read once, by the difference, and the difference once, by
             the merge, which materializes its source before reading it twice (Delta's

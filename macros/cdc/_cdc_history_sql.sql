@@ -100,7 +100,8 @@
     - one change per (key, sequence): a delete wins a tie, then the first ingested
       copy, then the row's content (a hash of its JSON), so the same input always gives
       the same history;
-    - a truncate is a delete of every key at its position;
+    - a truncate is a delete of every key at its position (`truncates`: whether the
+      store holds any; without, that part of the query is left out);
     - a change opens a version when it is the key's first, follows a delete, or changes
       a tracked column; any other change updates its version in place (the version
       shows its last change's values);
@@ -108,7 +109,7 @@
       or the delete that closes it (null while current; `_cdc_closed_by_delete` tells
       which); a delete of a key that is not live changes nothing.
 -#}
-{% macro _cdc_history_versions_sql(store, touched, columns) -%}
+{% macro _cdc_history_versions_sql(store, touched, columns, truncates) -%}
     {%- set keys = _cdc_column_list(columns['keys']) -%}
     {%- set key_names = columns['keys'] | map(attribute='name') | map('lower') | list -%}
     {%- set metadata = '_cdc_sequence, _cdc_is_delete, _cdc_changed_at, _cdc_window_value, _cdc_tiebreak' -%}
@@ -118,6 +119,7 @@
         from {{ store }} as c
         left semi join {{ touched }} as k on {{ _cdc_key_match(columns['keys'], 'c', 'k') }}
         where not c._cdc_is_truncate
+        {%- if truncates %}
         union all
         select
             {%- for column in columns.carried %}
@@ -131,6 +133,7 @@
             t._cdc_tiebreak
         from {{ touched }} as k
         cross join (select * from {{ store }} where _cdc_is_truncate) as t
+        {%- endif %}
     ),
 
     deduplicated as (

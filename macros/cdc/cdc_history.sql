@@ -67,9 +67,14 @@
         {#- The store as this run found it (its version at the run's start): the keys
             of the window's rows that the append below replaces are touched too. -#}
         {%- set store_before = store ~ ' version as of ' ~ run.side_base -%}
-        {%- set every_key = summary.truncates > 0 or columns.dropped | length > 0
-            or run_query("select exists (select 1 from " ~ store_before
-                ~ " where _cdc_is_truncate and (" ~ store_window ~ "))")[0][0] -%}
+        {#- Truncates the store held: any (the versions apply them only then), and in
+            the window the append replaces (its keys are then every key). Delta skips
+            the files whose statistics show no truncate. -#}
+        {%- set held = run_query("select exists (select 1 from " ~ store_before
+            ~ " where _cdc_is_truncate), exists (select 1 from " ~ store_before
+            ~ " where _cdc_is_truncate and (" ~ store_window ~ "))")[0] -%}
+        {%- set every_key = summary.truncates > 0 or columns.dropped | length > 0 or held[1] -%}
+        {%- set truncates = summary.truncates > 0 or held[0] -%}
         {%- do run_query("create or replace temporary view " ~ touched ~ " as "
             ~ _cdc_history_touched_sql(store_before, batch, columns, store_window, every_key)) -%}
         {%- do run_query(_cdc_history_store_sql(store, batch, store_window)) -%}
@@ -77,7 +82,7 @@
             the merge, which materializes its source before reading it twice (Delta's
             `merge.materializeSource`): both are views. -#}
         {%- do run_query("create or replace temporary view " ~ versions ~ " as "
-            ~ _cdc_history_versions_sql(store, touched, columns)) -%}
+            ~ _cdc_history_versions_sql(store, touched, columns, truncates)) -%}
         {%- do run_query("create or replace temporary view " ~ diff ~ " as "
             ~ _cdc_history_diff_sql(target, versions, touched, columns)) -%}
         {%- call statement('main') -%}

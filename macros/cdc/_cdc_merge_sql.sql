@@ -142,14 +142,18 @@
     newer than a truncate, or (an insert or update) not newer than the key's tombstone;
     then applied only when newer than the row in the table. In soft mode a delete
     updates the row like any change (its row image, flagged deleted), so that a full
-    refresh gives the same rows as the incremental runs.
+    refresh gives the same rows as the incremental runs. `truncated`: whether the batch
+    or the tombstones hold a truncate (`_cdc_merge_truncated`); if not, the query has no
+    truncate part.
 -#}
-{% macro _cdc_merge_target_sql(target, tombstones, batch, columns, options) -%}
+{% macro _cdc_merge_target_sql(target, tombstones, batch, columns, options, truncated) -%}
     {%- set soft = options.delete_mode == 'soft' -%}
     {%- set flag = '`' ~ options.soft_delete_column ~ '`' -%}
     merge into {{ target }} as t
     using (
-        with truncated as (
+        with
+        {%- if truncated %}
+        truncated as (
             select max(_cdc_sequence) as _cdc_sequence
             from (
                 select _cdc_sequence from {{ tombstones }} where _cdc_deleted_by = 'truncate'
@@ -157,6 +161,7 @@
                 select _cdc_sequence from {{ batch }} where _cdc_is_truncate
             ) as markers
         ),
+        {%- endif %}
 
         ranked as (
             select
@@ -171,13 +176,17 @@
 
         select changes.*
         from ranked as changes
+        {%- if truncated %}
         cross join truncated
+        {%- endif %}
         left join {{ tombstones }} as tombstone
             on {{ _cdc_key_match(columns['keys'], 'tombstone', 'changes') }}
             and tombstone._cdc_deleted_by = 'delete'
         where
             changes._cdc_rank = 1
+            {%- if truncated %}
             and (truncated._cdc_sequence is null or changes._cdc_sequence > truncated._cdc_sequence)
+            {%- endif %}
             and (
                 changes._cdc_is_delete
                 or tombstone._cdc_sequence is null
@@ -201,6 +210,13 @@
         insert ({{ _cdc_column_list(columns.carried) }}, _cdc_sequence)
         values ({{ _cdc_column_list(columns.carried, 's') }}, s._cdc_sequence)
     {%- endif %}
+{%- endmacro %}
+
+{#- Whether the tombstones hold a truncate (Delta skips the files whose statistics show
+    none): without one, and none in the batch, the merge leaves its truncate part out. -#}
+{% macro _cdc_merge_truncated(tombstones) -%}
+    {{ return(run_query("select exists (select 1 from " ~ tombstones
+        ~ " where _cdc_deleted_by = 'truncate')")[0][0]) }}
 {%- endmacro %}
 
 {#-

@@ -53,9 +53,9 @@
         {%- if summary.truncates > 0 -%}
             {%- do run_query(_cdc_merge_truncate_sql(target, batch, options)) -%}
         {%- endif -%}
+        {%- set truncated = summary.truncates > 0 or _cdc_merge_truncated(tombstones) -%}
         {%- call statement('main') -%}
-            {{ _cdc_merge_target_sql(target, tombstones, batch, columns, options,
-                summary.truncates > 0 or _cdc_merge_truncated(tombstones)) }}
+            {{ _cdc_merge_target_sql(target, tombstones, batch, columns, options, truncated) }}
         {%- endcall -%}
         {%- if summary.truncates > 0 or (summary.deletes > 0 and options.delete_mode == 'hard') -%}
             {%- do run_query(_cdc_merge_tombstones_sql(tombstones, batch, columns, options)) -%}

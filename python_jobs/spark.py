@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -527,6 +528,52 @@ def thrift_server_settings(master: str | None = None, ui_port: int | None = None
     return settings
 
 
+# What the driver JVM prints on stderr outside its logging that is not the user's
+# business: Spark's launcher always adds the incubating vector module (its
+# JavaModuleOptions), and the JVM announces that at every start.
+JVM_NOTICES = (b"WARNING: Using incubator modules: jdk.incubator.vector",)
+
+
+def _forward_jvm_stderr(fd: int) -> None:
+    """Copy the JVM's stderr to ours line by line, without `JVM_NOTICES`, until the JVM
+    closes it; a failed write is dropped, never left to block the JVM."""
+    with os.fdopen(fd, "rb") as lines:
+        for line in lines:
+            if line.rstrip(b"\r\n") in JVM_NOTICES:
+                continue
+            try:
+                os.write(2, line)
+            except OSError:
+                pass
+
+
+def _launch_jvm(settings: dict[str, str]) -> None:
+    """Start the driver JVM (py4j's gateway, as pyspark does on its first session) with
+    its stderr through `_forward_jvm_stderr`: its logging and errors show as before,
+    its start-up notice does not. Nothing when this process already has a JVM."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf()
+    for key, value in settings.items():
+        conf.set(key, value)
+    read, write = os.pipe()
+    forwarder = threading.Thread(
+        target=_forward_jvm_stderr, args=(read,), name="jvm-stderr", daemon=True
+    )
+    forwarder.start()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": write})
+    except BaseException:
+        os.close(write)
+        forwarder.join(timeout=5)  # what the JVM said before it failed, first
+        raise
+    os.close(write)
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
 def get_spark(catalog: bool = True) -> SparkSession:
     """Return the Delta-enabled SparkSession of this process (created on first call).
 
@@ -552,8 +599,10 @@ def get_spark(catalog: bool = True) -> SparkSession:
     ensure_directories()
     for key, value in launcher_environment().items():
         os.environ.setdefault(key, value)
+    settings = spark_settings(catalog)
+    _launch_jvm(settings)
     builder = SparkSession.builder
-    for key, value in spark_settings(catalog).items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     if catalog:
         builder = builder.enableHiveSupport()

@@ -145,6 +145,80 @@ def test_a_second_session_uses_cached_jars_and_utc_in_any_zone(spark, tmp_path: 
     # No Ivy resolution at all, so nothing can be downloaded.
     assert "resolving dependencies" not in proc.stderr
     assert "downloading" not in proc.stderr.lower()
+    # Nor the JVM's start-up notice (python_jobs.spark.JVM_NOTICES).
+    assert "WARNING: Using incubator modules" not in proc.stderr, proc.stderr
+
+
+def driver_stderr(spark, capfd, action) -> str:
+    """What the driver JVM writes to stderr while `action()` runs: the lines our stderr
+    receives up to a marker the JVM prints after it (the JVM's lines arrive in order)."""
+    import time
+
+    marker = "end of the driver's lines for this test"
+    capfd.readouterr()
+    action()
+    spark.sparkContext._jvm.java.lang.System.err.println(marker)
+    seen = ""
+    deadline = time.monotonic() + 60
+    while marker not in seen and time.monotonic() < deadline:
+        time.sleep(0.1)
+        seen += capfd.readouterr().err
+    assert marker in seen, seen
+    return seen[: seen.index(marker)]
+
+
+def test_the_drivers_stderr_keeps_its_logging_without_the_start_up_notice(spark, capfd) -> None:
+    """The driver JVM's stderr reaches ours line by line (get_spark starts it through
+    python_jobs.spark._forward_jvm_stderr), except the notice of the vector module that
+    Spark's launcher always adds."""
+    from python_jobs.spark import JVM_NOTICES
+
+    jvm = spark.sparkContext._jvm
+    runtime = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    arguments = list(runtime.getInputArguments())
+    assert "--add-modules=jdk.incubator.vector" in arguments  # so the JVM did announce it
+
+    def write() -> None:
+        jvm.java.lang.System.err.println(JVM_NOTICES[0].decode())
+        jvm.java.lang.System.err.println("a line of the driver's own")
+
+    assert driver_stderr(spark, capfd, write) == "a line of the driver's own\n"
+
+
+def test_a_full_refresh_and_a_merge_log_nothing(spark, capfd) -> None:
+    """Two warnings of expected events stay out of the log (python_jobs/log4j2.properties):
+    Hive refusing the first try of `create or replace table` on a Delta table (Spark's
+    second try succeeds), and the release of the source copy after a MERGE."""
+
+    def statements() -> None:
+        spark.sql("create schema if not exists spark_logging")
+        spark.sql("drop table if exists spark_logging.t")
+        columns = "(id bigint not null, v string) using delta"
+        spark.sql(f"create table spark_logging.t {columns}")
+        spark.sql("insert into spark_logging.t values (1, 'a')")
+        spark.sql(f"create or replace table spark_logging.t {columns}")
+        spark.sql(
+            "merge into spark_logging.t as t using (select id, max(v) as v from values "
+            "(1, 'b'), (2, 'c') as s(id, v) group by id) as s on t.id = s.id "
+            "when matched then update set * when not matched then insert *"
+        )
+        assert sorted(spark.sql("select * from spark_logging.t").collect()) == [(1, "b"), (2, "c")]
+        spark.sql("drop schema spark_logging cascade")
+
+    assert driver_stderr(spark, capfd, statements) == ""
+
+
+def test_a_jvm_that_fails_to_start_says_why_on_stderr(tmp_path: Path) -> None:
+    """The JVM's own message when it cannot start reaches stderr before pyspark's error."""
+    env = job_env(tmp_path / "home", SPARK_DRIVER_MEMORY="lots")
+    proc = run_python("from python_jobs.spark import get_spark; get_spark(catalog=False)", env)
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert lines[:2] == [
+        "Invalid maximum heap size: -Xmxlots",
+        "Error: Could not create the Java Virtual Machine.",
+    ], proc.stderr[-3000:]
+    assert "JAVA_GATEWAY_EXITED" in lines[-1], proc.stderr[-3000:]
 
 
 def test_the_driver_maps_the_class_sharing_archive(spark) -> None:

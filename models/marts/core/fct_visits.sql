@@ -1,7 +1,9 @@
 {#- One row per valid visit, with the user and article versions valid at the visit's
     time (the Static Joiner): a later change of plan or category never rewrites what a
-    past visit saw. Rebuilt whole on every run (audited, then published in one commit),
-    so a change that reaches the history late re-attributes the visits it covers. -#}
+    past visit saw. Incremental (fct_visits.yml): each build recomputes the new visits and
+    the visits of users and articles whose versions changed, audits them and merges them
+    in one commit, so a change that reaches the history late re-attributes the visits it
+    covers. -#}
 
 with visits as (
     select * from {{ ref('visits') }}

@@ -108,6 +108,8 @@
     - a version is valid from its opening change's time to the next version's opening
       or the delete that closes it (null while current; `_cdc_closed_by_delete` tells
       which); a delete of a key that is not live changes nothing.
+    One pass over the changes: a version's values are a window over its changes, not
+    an aggregate joined back (which read the change store twice).
 -#}
 {% macro _cdc_history_versions_sql(store, touched, columns, truncates) -%}
     {%- set keys = _cdc_column_list(columns['keys']) -%}
@@ -145,7 +147,8 @@
                     partition by {{ keys }}, _cdc_sequence
                     order by _cdc_is_delete desc, _cdc_window_value, _cdc_tiebreak desc
                 ) as _cdc_copy
-            from events
+            -- Every window below is by key: one shuffle by key serves them all.
+            from (select * from events distribute by {{ keys }}) as by_key
         ) as copies
         where _cdc_copy = 1
     ),
@@ -183,44 +186,40 @@
         from boundaries
     ),
 
+    imaged as (
+        select
+            *,
+            max_by(
+                case when not _cdc_is_delete then struct({{ _cdc_column_list(columns.carried) }}) end,
+                case when not _cdc_is_delete then _cdc_sequence end
+            ) over (partition by {{ keys }}, _cdc_version) as _cdc_image
+        from numbered
+    ),
+
     opened as (
         select
-            {{ keys }},
-            _cdc_version,
+            _cdc_image,
             _cdc_sequence,
             _cdc_is_delete,
             _cdc_changed_at as valid_from,
             lead(_cdc_changed_at) over by_key as valid_to,
             lead(_cdc_is_delete) over by_key as _cdc_closed_by_delete
-        from numbered
+        from imaged
         where _cdc_is_boundary
         window by_key as (partition by {{ keys }} order by _cdc_sequence)
-    ),
-
-    images as (
-        select
-            {{ keys }},
-            _cdc_version,
-            max_by(struct({{ _cdc_column_list(columns.carried) }}), _cdc_sequence) as _cdc_image
-        from numbered
-        where not _cdc_is_delete
-        group by {{ keys }}, _cdc_version
     )
 
     select
         {%- for column in columns.carried %}
-        images._cdc_image.`{{ column.name }}`,
+        _cdc_image.`{{ column.name }}`,
         {%- endfor %}
-        opened.valid_from,
-        opened.valid_to,
-        opened.valid_to is null as is_current,
-        coalesce(opened._cdc_closed_by_delete, false) as _cdc_closed_by_delete,
-        opened._cdc_sequence
+        valid_from,
+        valid_to,
+        valid_to is null as is_current,
+        coalesce(_cdc_closed_by_delete, false) as _cdc_closed_by_delete,
+        _cdc_sequence
     from opened
-    inner join images
-        on {{ _cdc_key_match(columns['keys'], 'opened', 'images') }}
-        and opened._cdc_version = images._cdc_version
-    where not opened._cdc_is_delete
+    where not _cdc_is_delete
 {%- endmacro %}
 
 {#-

@@ -36,7 +36,7 @@ MAINTAIN_ARGS ?=
 # make dag-test DAG_DATE=2024-10-07T01:00:00 (the run's logical date = its interval's end; empty: now)
 DAG_DATE ?=
 
-.PHONY: help setup java chromium demo test test-fast lint pr-check ingest build run maintain docs report simulate bench clean kafka-up kafka-down catalog-up catalog-down postgresql cluster-up cluster-down airflow dag-test
+.PHONY: help setup java python packages chromium demo test test-fast lint pr-check ingest build run maintain docs report simulate bench clean kafka-up kafka-down catalog-up catalog-down postgresql cluster-up cluster-down airflow dag-test
 
 help:
 	@echo "make demo     simulate a workload, ingest it, build everything, print a summary"
@@ -57,6 +57,7 @@ help:
 	@echo "make cluster-up   a Spark master, 2 workers and a Thrift server on them, on 127.0.0.1 (CLUSTER_PORT, CLUSTER_UI_PORT, THRIFT_PORT, THRIFT_UI_PORT; 0: a free port)"
 	@echo "make cluster-down stop them"
 	@echo "make airflow  create .venv-airflow with the pinned Airflow 3 (for the lakehouse DAG)"
+	@echo "make packages install Debian's chromium and postgresql with apt when missing (the tests need them)"
 	@echo "make dag-test one run of the Airflow DAG with Airflow's runner, AIRFLOW_HOME under LAKEHOUSE_HOME (DAG_DATE=...)"
 	@echo "make setup    create .venv, install the pinned stack, resolve the Spark jars"
 
@@ -72,11 +73,13 @@ java:
 	  exit 1; \
 	fi
 
-$(STAMP): pyproject.toml | java
-	@mkdir -p "$(TMPDIR)"
+python:
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { \
 	  echo "Python 3.11 is required (found: $$($(PYTHON) --version 2>&1))."; \
 	  echo "Run make with PYTHON=/path/to/python3.11."; exit 1; }
+
+$(STAMP): pyproject.toml | java python
+	@mkdir -p "$(TMPDIR)"
 	@test -x $(VENV)/bin/pip || $(PYTHON) -m venv --clear $(VENV)
 	$(PYTHON) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' > $(VENV)/requirements.txt
 	# pip asks `rustc --version` for its user agent; where rustc is a rustup proxy that
@@ -96,18 +99,33 @@ $(VENV)/.jars: $(STAMP) python_jobs/spark.py python_jobs/class_sharing.py python
 	$(PY) -m python_jobs.tools.kafka_connect resolve
 	@touch $@
 
-# Debian's Chromium (/usr/bin/chromium) for the browser tests, driven by playwright,
-# which downloads no browser of its own; installed with apt when missing (apt's own
-# temporary files, not the lakehouse's TMPDIR).
+# Debian's packages, installed with apt when missing (apt's own temporary files, not the
+# lakehouse's TMPDIR): Chromium (/usr/bin/chromium) for the browser tests, driven by
+# playwright, which downloads no browser of its own; PostgreSQL (/usr/lib/postgresql/*/bin)
+# for the shared catalog and the Debezium source database of
+# tests/e2e/test_debezium_postgres.py. `make packages`: what is missing of both, in one
+# apt transaction.
+CHROMIUM_MISSING = $(if $(shell command -v chromium),,chromium)
+POSTGRESQL_MISSING = $(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql)
+define apt_install
+@test -z "$(strip $(1))" || (export -n TMPDIR; export DEBIAN_FRONTEND=noninteractive; \
+  apt-get update && apt-get install -y $(1)) || { \
+  echo "$(2) Install with:"; \
+  echo "  sudo apt-get update && sudo apt-get install -y $(strip $(1))"; exit 1; }
+endef
+
 chromium:
-	@command -v chromium >/dev/null || (export -n TMPDIR; export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update && apt-get install -y chromium) || { \
-	  echo "Chromium is required for the browser tests. Install it with:"; \
-	  echo "  sudo apt-get update && sudo apt-get install -y chromium"; exit 1; }
+	$(call apt_install,$(CHROMIUM_MISSING),Chromium is required for the browser tests.)
+
+postgresql:
+	$(call apt_install,$(POSTGRESQL_MISSING),PostgreSQL is required for the shared catalog and the tests.)
+
+packages:
+	$(call apt_install,$(CHROMIUM_MISSING) $(POSTGRESQL_MISSING),Chromium and PostgreSQL are required for the tests.)
 
 # Airflow 3 from PyPI alone (its constraint files live elsewhere): every package pinned in
-# the requirements file. Ordered after .venv, whose recipe checks the Python version.
-$(AIRFLOW_STAMP): $(AIRFLOW_REQUIREMENTS) | $(STAMP)
+# the requirements file.
+$(AIRFLOW_STAMP): $(AIRFLOW_REQUIREMENTS) | python
 	@test -x $(AIRFLOW_VENV)/bin/pip || $(PYTHON) -m venv --clear $(AIRFLOW_VENV)
 	RUSTUP_HOME=$(AIRFLOW_VENV)/rustup PIP_CACHE_DIR=$(AIRFLOW_VENV)/pip-cache \
 	  $(AIRFLOW_VENV)/bin/pip install --quiet --disable-pip-version-check -r $(AIRFLOW_REQUIREMENTS)
@@ -167,16 +185,6 @@ kafka-up: setup
 kafka-down: setup
 	$(PY) -m python_jobs.tools.kafka_broker down
 
-# Debian's PostgreSQL (/usr/lib/postgresql/*/bin), installed with apt when missing
-# (apt's own temporary files, not the lakehouse's TMPDIR): the shared catalog, and the
-# Debezium source database of tests/e2e/test_debezium_postgres.py.
-postgresql:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (export -n TMPDIR; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update && apt-get install -y postgresql) || { \
-	  echo "PostgreSQL is required for the shared catalog and the tests. Install it with:"; \
-	  echo "  sudo apt-get update && sudo apt-get install -y postgresql"; exit 1; }
-
 # The shared catalog: a PostgreSQL cluster under LAKEHOUSE_HOME/catalog on 127.0.0.1
 # holding the Hive metastore; prints (and records) the URL to set as LAKEHOUSE_CATALOG.
 catalog-up: setup postgresql
@@ -212,7 +220,10 @@ pr-check: setup
 
 # Two workers, whole files each (a file's fixtures build once); each worker has its own
 # LAKEHOUSE_HOME and Spark session (tests/conftest.py). PYTEST_ARGS="-n 0" runs serially.
-test: setup airflow chromium postgresql lint
+# Its prerequisites first, in parallel: the two virtualenvs' downloads, apt's and Maven's
+# overlap (on a fresh machine about 8 minutes one after the other).
+test:
+	@$(MAKE) --no-print-directory -j4 -Otarget lint airflow packages
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The fast tier (docs/testing.md#tiers): the tests marked `fast` (tests/tiers.py lists

@@ -91,10 +91,20 @@ $(STAMP): pyproject.toml | java python
 # and Kafka Connect's with the Debezium PostgreSQL connector plugin, from Maven Central
 # into .venv; later sessions load them without any resolution. Then the driver JVM's
 # class-sharing archive (python_jobs/class_sharing.py): every later JVM starts faster.
-$(VENV)/.jars: $(STAMP) python_jobs/spark.py python_jobs/class_sharing.py python_jobs/tools/kafka_broker.py python_jobs/tools/kafka_connect.py
+# Three stamps, so that `make -j` resolves the broker's and Connect's jars (one Ivy cache
+# of their own, one after the other) while Spark's resolve and the archive's training
+# session run, and the lint, which needs Spark's jars only, does not wait for the rest.
+$(VENV)/.spark-jars: $(STAMP) python_jobs/spark.py
 	@mkdir -p "$(TMPDIR)"
 	$(PY) -m python_jobs.spark
+	@touch $@
+
+$(VENV)/.class-sharing: $(VENV)/.spark-jars python_jobs/class_sharing.py
 	$(PY) -m python_jobs.class_sharing build
+	@touch $@
+
+$(VENV)/.kafka-jars: $(STAMP) python_jobs/tools/kafka_broker.py python_jobs/tools/kafka_connect.py
+	@mkdir -p "$(TMPDIR)"
 	$(PY) -m python_jobs.tools.kafka_broker resolve
 	$(PY) -m python_jobs.tools.kafka_connect resolve
 	@touch $@
@@ -133,7 +143,7 @@ $(AIRFLOW_STAMP): $(AIRFLOW_REQUIREMENTS) | python
 
 airflow: $(AIRFLOW_STAMP)
 
-setup: java $(STAMP) $(VENV)/.jars
+setup: java $(STAMP) $(VENV)/.spark-jars $(VENV)/.class-sharing $(VENV)/.kafka-jars
 	@mkdir -p "$(TMPDIR)"
 
 demo: setup
@@ -207,7 +217,7 @@ cluster-down: setup
 dag-test: setup airflow
 	$(PY) -m python_jobs.tools.airflow_local dags test lakehouse $(DAG_DATE)
 
-lint: setup
+lint: $(VENV)/.spark-jars
 	$(VENV)/bin/ruff check python_jobs tests bench orchestration
 	$(PY) -m python_jobs.tools.lint
 
@@ -221,9 +231,10 @@ pr-check: setup
 # Two workers, whole files each (a file's fixtures build once); each worker has its own
 # LAKEHOUSE_HOME and Spark session (tests/conftest.py). PYTEST_ARGS="-n 0" runs serially.
 # Its prerequisites first, in parallel: the two virtualenvs' downloads, apt's and Maven's
-# overlap (on a fresh machine about 8 minutes one after the other).
+# overlap, the lint runs beside the class-sharing training (on a fresh machine about 8
+# minutes one after the other).
 test:
-	@$(MAKE) --no-print-directory -j4 -Otarget lint airflow packages
+	@$(MAKE) --no-print-directory -j4 -Otarget setup lint airflow packages
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The fast tier (docs/testing.md#tiers): the tests marked `fast` (tests/tiers.py lists

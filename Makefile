@@ -231,8 +231,8 @@ pr-check: setup
 # Two workers, whole files each (a file's fixtures build once); each worker has its own
 # LAKEHOUSE_HOME and Spark session (tests/conftest.py). PYTEST_ARGS="-n 0" runs serially.
 # Its prerequisites first, in parallel: the two virtualenvs' downloads, apt's and Maven's
-# overlap, the lint runs beside the class-sharing training (on a fresh machine about 8
-# minutes one after the other).
+# overlap, the lint runs beside the class-sharing training (on a clean clone 5 minutes
+# instead of 8 and a half one after the other; docs/testing.md).
 test:
 	@$(MAKE) --no-print-directory -j4 -Otarget setup lint airflow packages
 	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)

@@ -64,7 +64,7 @@ help:
 	@echo "make airflow  create .venv-airflow with the pinned Airflow 3 (for the lakehouse DAG)"
 	@echo "make packages install Debian's chromium and postgresql with apt when missing (the tests need them)"
 	@echo "make dag-test one run of the Airflow DAG with Airflow's runner, AIRFLOW_HOME under LAKEHOUSE_HOME (DAG_DATE=...)"
-	@echo "make setup    create .venv, install the pinned stack, resolve the Spark jars"
+	@echo "make setup    create .venv, install the pinned stack and compile it to bytecode, resolve the jars"
 
 # Java 17 (or 21) is a prerequisite of Spark 4; we don't install a JDK behind your back.
 # Checked the way Spark finds it: $$JAVA_HOME/bin/java if JAVA_HOME is set, else PATH.

@@ -46,6 +46,7 @@
     {%- set run = _window_begin(log, options, execution_time, plan, window, target,
         tombstones) -%}
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
+    {%- set written = {'target': not window.is_empty, 'side': false} -%}
     {%- if not window.is_empty -%}
         {%- do counts.update(summary) -%}
         {%- do _cdc_merge_quarantine_batch(quarantine, batch, columns, options, plan, window,
@@ -59,12 +60,13 @@
         {%- endcall -%}
         {%- if summary.truncates > 0 or (summary.deletes > 0 and options.delete_mode == 'hard') -%}
             {%- do run_query(_cdc_merge_tombstones_sql(tombstones, batch, columns, options)) -%}
+            {%- do written.update({'side': true}) -%}
         {%- endif -%}
     {%- endif -%}
     {%- do _cdc_uncache(batch) -%}
 
     {%- do _window_end(log, options, execution_time, plan, run, target, tombstones, counts,
-        changes) -%}
+        changes, written) -%}
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target]}) }}
 {%- endmaterialization %}

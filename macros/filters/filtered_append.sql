@@ -60,10 +60,12 @@
     {%- set run = _window_begin(log, options, execution_time, plan, window, target,
         quarantine) -%}
     {%- set duplicates = {'removed': 0} -%}
+    {%- set written = {'target': not window.is_empty, 'side': false} -%}
     {%- if not window.is_empty -%}
         {%- if counts.total > counts.kept or plan.kind == 'rerun' -%}
             {%- do run_query(_filter_quarantine_sql(
                 quarantine, batch, columns, options, window, execution_time)) -%}
+            {%- do written.update({'side': true}) -%}
         {%- endif -%}
         {%- set since = _filter_dedup_since(batch, columns, options) -%}
         {%- call statement('main', fetch_result=true) -%}
@@ -86,7 +88,8 @@
     {%- do _filter_stats_insert(stats, execution_time, window) -%}
 
     {%- do _window_end(log, options, execution_time, plan, run, target, quarantine,
-        {'changes': counts.total, 'quarantined': counts.total - counts.kept}, changes) -%}
+        {'changes': counts.total, 'quarantined': counts.total - counts.kept}, changes,
+        written) -%}
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target]}) }}
 {%- endmaterialization %}

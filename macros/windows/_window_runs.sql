@@ -240,10 +240,14 @@
 {#- The end of a run: recorded as `succeeded` with the versions it produced; then the
     model's docs and `grants`, as dbt-spark's own materializations apply them (on open
     source Spark, whose SQL has no GRANT, a model with grants fails there, as a dbt-spark
-    `table` does). -#}
-{% macro _window_end(log, options, execution_time, plan, run, target, side, counts, changes) -%}
+    `table` does). `written`: whether the run wrote the table and its side table
+    (`{'target': bool, 'side': bool}`); one it did not write is still at its base
+    version, which is recorded without reading its history again. -#}
+{% macro _window_end(log, options, execution_time, plan, run, target, side, counts, changes, written) -%}
     {%- do _window_record(log, 'succeeded', options, execution_time, plan, run.window,
-        run.base, run.side_base, _delta_version(target), _delta_version(side),
+        run.base, run.side_base,
+        _delta_version(target) if written.target else run.base,
+        _delta_version(side) if written.side else run.side_base,
         counts.changes, counts.quarantined) -%}
     {%- do run_query('drop view if exists ' ~ changes) -%}
     {%- do persist_docs(target, model) -%}

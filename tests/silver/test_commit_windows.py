@@ -66,8 +66,33 @@ def seen_by_filters(spark) -> int:
 
 
 def versions(spark) -> dict[str, int]:
-    tables = ("silver.users", "silver.users_history", "silver.visits")
-    return {t: spark.sql(f"describe history {t} limit 1").first()["version"] for t in tables}
+    return {t: version(spark, t) for t in (*SIDES, *SIDES.values())}
+
+
+# Each windowed model's side table: the one a restore also needs.
+SIDES = {
+    "silver.users": "silver.users__tombstones",
+    "silver.users_history": "silver.users_history__changes",
+    "silver.visits": "silver.visits__quarantine",
+}
+
+
+def version(spark, table: str) -> int:
+    return spark.sql(f"describe history {table} limit 1").first()["version"]
+
+
+def recorded_versions(spark) -> dict[str, tuple]:
+    """Per model: the (base, after) versions of its table and side table that its last
+    run recorded, and the versions they have now."""
+    recorded = {}
+    for model, side in SIDES.items():
+        row = spark.sql(
+            "select base_version, version_after, side_base_version, side_version_after "
+            f"from ops.window_runs where model = '{model}' and status = 'succeeded' "
+            "order by recorded_at desc limit 1"
+        ).first()
+        recorded[model] = (tuple(row), (version(spark, model), version(spark, side)))
+    return recorded
 
 
 def bronze_version(spark, table: str) -> int:
@@ -81,6 +106,7 @@ def steps(spark, dbt):
     def build(execution_time: str, views: str = "") -> None:
         variables = json.dumps({"execution_time": execution_time})
         dbt("run", "--select", *f"{MODELS} {views}".split(), "--vars", variables)
+        seen.setdefault("recorded", []).append(recorded_versions(spark))
 
     def state() -> dict:
         return {
@@ -182,6 +208,19 @@ def test_a_run_with_nothing_committed_changes_nothing(steps) -> None:
     state, unchanged = steps[4]
     assert state == steps[3]
     assert unchanged
+    # Its run log rows: each table and side table still at the version it started from.
+    for (base, after, side_base, side_after), _ in steps["recorded"][3].values():
+        assert (after, side_after) == (base, side_base)
+
+
+def test_each_run_records_the_versions_its_tables_have_after_it(steps) -> None:
+    """A table the run did not write (the tombstones, with no delete in the window; a
+    quarantine with nothing quarantined) is recorded at its base version without its
+    history being read again: still the version it has."""
+    assert len(steps["recorded"]) == 6
+    for recorded in steps["recorded"]:
+        for (_, after, _, side_after), now in recorded.values():
+            assert (after, side_after) == now
 
 
 def test_two_writers_at_once_lose_nothing(steps) -> None:

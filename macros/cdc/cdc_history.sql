@@ -58,9 +58,8 @@
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
     {#- A dropped column can make versions that differed only in it equal: every key's
         history is recomputed then, so it equals a full refresh's. -#}
-    {%- set written = {'target': false, 'side': false} -%}
-    {%- if not window.is_empty or columns.dropped -%}
-        {%- do written.update({'target': true, 'side': true}) -%}
+    {%- set writes = not window.is_empty or columns.dropped | length > 0 -%}
+    {%- if writes -%}
         {%- do counts.update(summary) -%}
         {%- do _cdc_merge_quarantine_batch(quarantine, batch, columns, options, plan, window,
             execution_time, summary) -%}
@@ -98,7 +97,7 @@
     {%- do _cdc_uncache(batch) -%}
 
     {%- do _window_end(log, options, execution_time, plan, run, target, store, counts,
-        changes, written) -%}
+        changes, {'target': writes, 'side': writes}) -%}
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target]}) }}
 {%- endmaterialization %}

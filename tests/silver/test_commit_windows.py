@@ -65,10 +65,6 @@ def seen_by_filters(spark) -> int:
     return int(row[0])
 
 
-def versions(spark) -> dict[str, int]:
-    return {t: version(spark, t) for t in (*SIDES, *SIDES.values())}
-
-
 # Each windowed model's side table: the one a restore also needs.
 SIDES = {
     "silver.users": "silver.users__tombstones",
@@ -79,6 +75,10 @@ SIDES = {
 
 def version(spark, table: str) -> int:
     return spark.sql(f"describe history {table} limit 1").first()["version"]
+
+
+def versions(spark) -> dict[str, int]:
+    return {t: version(spark, t) for t in (*SIDES, *SIDES.values())}
 
 
 def recorded_versions(spark) -> dict[str, tuple]:
@@ -95,8 +95,6 @@ def recorded_versions(spark) -> dict[str, tuple]:
     return recorded
 
 
-def bronze_version(spark, table: str) -> int:
-    return spark.sql(f"describe history bronze.{table} limit 1").first()["version"]
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +145,7 @@ def steps(spark, dbt):
             "where status = 'succeeded' and model = 'silver.users' order by recorded_at"
         ).collect()
     ]
-    seen["bronze_users_version"] = bronze_version(spark, "blog_public_users")
+    seen["bronze_users_version"] = version(spark, "bronze.blog_public_users")
     # 4. Nothing new.
     before = versions(spark)
     build("2024-10-07T10:30:00")

@@ -95,8 +95,6 @@ def recorded_versions(spark) -> dict[str, tuple]:
     return recorded
 
 
-
-
 @pytest.fixture(scope="module")
 def steps(spark, dbt):
     from tests.helpers import reset_lakehouse

@@ -70,6 +70,11 @@ def reset_lakehouse(spark) -> None:
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
 
+def delta_version(spark, table: str) -> int:
+    """The Delta table's current version (its newest commit)."""
+    return spark.sql(f"describe history {table} limit 1").first()["version"]
+
+
 def landing_records(landing: Path, topic: str) -> list[tuple[str, int, str]]:
     """Every non-tombstone line of a topic's landing files: (file name, line no, raw)."""
     records = []

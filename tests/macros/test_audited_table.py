@@ -15,6 +15,7 @@ import shutil
 import pytest
 
 from python_jobs.spark import REPO_ROOT
+from tests.helpers import delta_version
 from tests.macros.test_cdc_merge import PROJECT, run_project
 
 TABLE = "silver.audited_scores"
@@ -205,10 +206,6 @@ def commits_since(spark, table: str, version: int) -> list[tuple]:
     return commits
 
 
-def current_version(spark, table: str) -> int:
-    return spark.sql(f"describe history {table} limit 1").collect()[0]["version"]
-
-
 @pytest.fixture(params=INCREMENTAL_MODELS)
 def incremental_model(request, spark):
     """The model under test; its inputs created afresh, and dropped after."""
@@ -253,7 +250,7 @@ def test_an_incremental_audited_table_recomputes_only_the_changed_keys(
     for name in ("awap_scores", "awap_teams"):
         table_id = spark.sql(f"describe detail silver.{name}").collect()[0]["id"]
         assert properties[f"lakehouse.input.silver.{name}"] == f"{table_id}@0"
-    first = current_version(spark, table)
+    first = delta_version(spark, table)
 
     spark.sql("update silver.awap_scores set score = 11 where id = 1")
     spark.sql("delete from silver.awap_scores where id = 3")
@@ -269,7 +266,7 @@ def test_an_incremental_audited_table_recomputes_only_the_changed_keys(
     # Keys 1, 3 and 4 recomputed (2 untouched): one merge, then the input versions read.
     assert publication(capsys, model) == "incremental: 3 keys to recompute"
     assert commits_since(spark, table, first) == [("MERGE", (1, 1, 1)), ("SET TBLPROPERTIES", None)]
-    merged = current_version(spark, table)
+    merged = delta_version(spark, table)
 
     # Nothing changed since: no staging, no commit.
     capsys.readouterr()

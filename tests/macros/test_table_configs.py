@@ -18,7 +18,7 @@ from __future__ import annotations
 import shutil
 from datetime import datetime
 
-from tests.helpers import append_with_commit_versions
+from tests.helpers import append_with_commit_versions, delta_version
 from tests.macros.test_cdc_merge import SCHEMA, read_rows, run_project
 from tests.macros.test_macro_arguments import compile_error
 
@@ -47,10 +47,6 @@ def detail(spark, table: str):
     return spark.sql(f"describe detail {table}").first()
 
 
-def version(spark, table: str) -> int:
-    return spark.sql(f"describe history {table} limit 1").first()["version"]
-
-
 def test_configs_are_honoured_and_a_full_refresh_keeps_the_history(
     spark, dbt, lakehouse_home, clean_lakehouse
 ) -> None:
@@ -76,14 +72,14 @@ def test_configs_are_honoured_and_a_full_refresh_keeps_the_history(
     versions = [(1, "a", False), (1, "a2", True), (2, "b", False)]
     assert read_rows(spark, MERGE, "id, name") == current
     assert read_rows(spark, HISTORY, "id, name, is_current") == versions
-    before = {table: version(spark, table) for table in (MERGE, HISTORY)}
+    before = {table: delta_version(spark, table) for table in (MERGE, HISTORY)}
 
     build(dbt, lakehouse_home, "2024-10-07T09:00:00", "--full-refresh")
     assert read_rows(spark, MERGE, "id, name") == current
     assert read_rows(spark, HISTORY, "id, name, is_current") == versions
     assert read_rows(spark, f"{MERGE}__tombstones", "id") == [(2,)]
     for table, old in before.items():
-        assert version(spark, table) > old  # replaced in place: the log goes on
+        assert delta_version(spark, table) > old  # replaced in place: the log goes on
     # The versions before the refresh are still there to read (and to restore).
     assert read_rows(spark, f"{MERGE} version as of {before[MERGE]}", "id, name") == current
     assert detail(spark, MERGE)["clusteringColumns"] == ["id"]
@@ -150,13 +146,13 @@ def test_on_schema_change_decides_what_a_new_or_removed_column_does(
 
     # fail: the new column fails the run, naming it; nothing is written.
     ingest_evolving(spark, 7, [(1, "u", 3, "anna")])
-    before = {table: version(spark, table) for table in (EVOLVING, EVOLVING_HISTORY)}
+    before = {table: delta_version(spark, table) for table in (EVOLVING, EVOLVING_HISTORY)}
     messages = evolve(dbt, lakehouse_home, 8, "added", evolving_mode="fail", expect_fail=True)
     assert (
         "the model's columns differ from silver.evolving_merge's (added: name_length; "
         "removed: none) and on_schema_change is 'fail'" in messages
     )
-    assert {table: version(spark, table) for table in before} == before
+    assert {table: delta_version(spark, table) for table in before} == before
 
     # ignore: the run merges the window; the tables keep their columns.
     evolve(dbt, lakehouse_home, 8, "added", evolving_mode="ignore")

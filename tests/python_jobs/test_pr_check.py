@@ -22,7 +22,7 @@ import pytest
 from python_jobs.spark import REPO_ROOT, lakehouse_home
 from python_jobs.tools import pr_check
 from tests.gold.test_fct_visits import ROUND_1, user
-from tests.helpers import append_to_bronze
+from tests.helpers import append_to_bronze, delta_version
 
 USERS = [
     user("c", 100, "2024-10-01T00:00:00", 7, country="DE", plan="free", email="ann@x.org"),
@@ -43,10 +43,6 @@ def git(repo: Path, *args: str) -> str:
 def users(spark, schema: str) -> list[tuple]:
     rows = spark.sql(f"select user_id, country, plan from {schema}.users order by user_id")
     return [tuple(row) for row in rows.collect()]
-
-
-def table_version(spark, table: str) -> int:
-    return spark.sql(f"describe history {table}").agg({"version": "max"}).first()[0]
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +85,7 @@ def run_results() -> Path:
 def test_builds_the_changed_model_and_its_children_under_the_prefix(spark, production, clone):
     repo, base = clone
     commit_change(repo, "{#- The columns", "{#- Every column of users is")
-    production_version = table_version(spark, "silver.users")
+    production_version = delta_version(spark, "silver.users")
 
     assert check(repo, base) == 0
 
@@ -127,7 +123,7 @@ def test_builds_the_changed_model_and_its_children_under_the_prefix(spark, produ
     tables = {r.tableName for r in spark.sql("show tables in pr_test_silver").collect()}
     assert "stg_blog__users" not in tables  # read from production through --defer
     assert users(spark, "silver") == EXPECTED_USERS
-    assert table_version(spark, "silver.users") == production_version
+    assert delta_version(spark, "silver.users") == production_version
 
 
 def test_a_lint_violation_fails_with_file_and_line_and_builds_nothing(

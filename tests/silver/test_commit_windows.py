@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.gold.test_fct_visits import user, visit
-from tests.helpers import append_to_bronze
+from tests.helpers import append_to_bronze, delta_version
 
 MODELS = "users users_history visits"
 # The views they read, built once.
@@ -73,12 +73,8 @@ SIDES = {
 }
 
 
-def version(spark, table: str) -> int:
-    return spark.sql(f"describe history {table} limit 1").first()["version"]
-
-
 def versions(spark) -> dict[str, int]:
-    return {t: version(spark, t) for t in (*SIDES, *SIDES.values())}
+    return {t: delta_version(spark, t) for t in (*SIDES, *SIDES.values())}
 
 
 def recorded_versions(spark) -> dict[str, tuple]:
@@ -91,7 +87,7 @@ def recorded_versions(spark) -> dict[str, tuple]:
             f"from ops.window_runs where model = '{model}' and status = 'succeeded' "
             "order by recorded_at desc limit 1"
         ).first()
-        recorded[model] = (tuple(row), (version(spark, model), version(spark, side)))
+        recorded[model] = (tuple(row), (delta_version(spark, model), delta_version(spark, side)))
     return recorded
 
 
@@ -143,7 +139,7 @@ def steps(spark, dbt):
             "where status = 'succeeded' and model = 'silver.users' order by recorded_at"
         ).collect()
     ]
-    seen["bronze_users_version"] = version(spark, "bronze.blog_public_users")
+    seen["bronze_users_version"] = delta_version(spark, "bronze.blog_public_users")
     # 4. Nothing new.
     before = versions(spark)
     build("2024-10-07T10:30:00")

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.gold.test_fct_visits import user, visit
-from tests.helpers import append_to_bronze
+from tests.helpers import append_to_bronze, delta_version
 
 AT = datetime(2024, 10, 6, 10, 0, tzinfo=UTC)
 LATER = datetime(2024, 10, 7, 10, 0, tzinfo=UTC)
@@ -40,7 +40,7 @@ def _state(spark, schema: str) -> dict[str, object]:
     return {
         "users": users,
         "visits": visits,
-        "users_version": spark.sql(f"describe history {schema}_silver.users limit 1").first()[0],
+        "users_version": delta_version(spark, f"{schema}_silver.users"),
         "runs": sorted(
             (r.model, r.status) for r in spark.table(f"{schema}_ops.window_runs").collect()
         ),
@@ -55,7 +55,7 @@ def _production(spark) -> dict[str, object]:
     return {
         "users": sorted(r.user_id for r in spark.table("silver.users").collect()),
         "visits": sorted(r.visit_id for r in spark.table("silver.visits").collect()),
-        "users_version": spark.sql("describe history silver.users limit 1").first()[0],
+        "users_version": delta_version(spark, "silver.users"),
         "runs": spark.table("ops.window_runs").count(),
         "filter_runs": spark.table("ops.filter_stats").count(),
     }

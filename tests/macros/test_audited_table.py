@@ -43,7 +43,7 @@ def published(spark) -> list[tuple]:
 
 
 def version(spark) -> int:
-    return spark.sql(f"describe history {TABLE} limit 1").collect()[0]["version"]
+    return delta_version(spark, TABLE)
 
 
 def staging_rows(spark) -> list[tuple] | None:
@@ -294,7 +294,7 @@ def test_an_incremental_audited_table_recomputes_only_the_changed_keys(
         (4, "dee", 40, 2, "blue"),
     ]
     assert commits_since(spark, table, merged) == [("WRITE", None), ("SET TBLPROPERTIES", None)]
-    restored = spark.sql("describe history silver.awap_teams limit 1").collect()[0]["version"]
+    restored = delta_version(spark, "silver.awap_teams")
     assert (
         publication(capsys, model)
         == f"a full rebuild: silver.awap_teams had a RESTORE at version {restored}"

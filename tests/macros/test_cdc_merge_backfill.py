@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from tests.helpers import append_with_commit_versions
+from tests.helpers import append_with_commit_versions, delta_version
 from tests.macros.test_cdc_merge import SCHEMA, append_input, read_rows, run_project
 
 MODEL = "silver.scenario_backfill"
@@ -34,7 +34,7 @@ def rows(spark) -> list[tuple]:
 
 
 def version(spark) -> int:
-    return spark.sql(f"describe history {MODEL} limit 1").collect()[0]["version"]
+    return delta_version(spark, MODEL)
 
 
 def ingest(spark, hour: int, minute: int, changes: list[tuple]) -> None:

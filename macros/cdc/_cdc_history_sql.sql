@@ -63,19 +63,22 @@
 {%- endmacro %}
 
 {#-
-    The keys whose history this run recomputes: those of the window's changes and those
-    of the store's rows in the window (a re-run or a crashed run replaces them); with
-    `every_key` (a truncate among either, which closes every version open before it, or
-    a column dropped), every key.
+    The keys whose history this run recomputes: those of the window's changes and, when
+    the run `replaces` rows of its window in the store (a re-run, or the retry of a run
+    that did not finish), those of the rows it replaces; with `every_key` (a truncate
+    among either, which closes every version open before it, or a column dropped),
+    every key.
 -#}
-{% macro _cdc_history_touched_sql(store, batch, columns, store_window, every_key) -%}
+{% macro _cdc_history_touched_sql(store, batch, columns, store_window, every_key, replaces) -%}
     {%- set keys = _cdc_column_list(columns['keys']) -%}
-    select {{ keys }} from {{ batch }}
+    select distinct {{ keys }} from {{ batch }}
     where _cdc_quarantine_reason is null and not _cdc_is_truncate
+    {%- if every_key or replaces %}
     union
     select {{ keys }} from {{ store }}
     where not _cdc_is_truncate
     {%- if not every_key %} and ({{ store_window }}){% endif %}
+    {%- endif %}
 {%- endmacro %}
 
 {#- The window's changes replace the store's rows of the same window. -#}
@@ -223,21 +226,14 @@
 {%- endmacro %}
 
 {#-
-    What the merge must change in the history for the touched keys, computed once
-    (cached) since a MERGE reads its source twice: versions that are new (insert),
-    that changed (closed, or their values updated in place: update), and that no
-    longer exist (a late change split or moved them: `_cdc_gone`, delete). Versions
-    that did not change are left out, so they are not rewritten.
+    What the merge must change in the history for the touched keys: versions that are
+    new (insert), that changed (closed, or their values updated in place: update), and
+    that no longer exist (a late change split or moved them: `_cdc_gone`, delete).
+    Versions that did not change are left out, so they are not rewritten.
 -#}
 {% macro _cdc_history_diff_sql(target, versions, touched, columns) -%}
     {%- set written = _cdc_history_written(columns) -%}
     {%- set key_names = columns['keys'] | map(attribute='name') | map('lower') | list -%}
-    with current_versions as (
-        select h.*
-        from {{ target }} as h
-        left semi join {{ touched }} as k on {{ _cdc_key_match(columns['keys'], 'h', 'k') }}
-    )
-
     select
         {%- for column in written %}
         {%- if column.name | lower in key_names %}
@@ -249,7 +245,11 @@
         coalesce(n._cdc_sequence, o._cdc_sequence) as _cdc_sequence,
         n._cdc_sequence is null as _cdc_gone
     from {{ versions }} as n
-    full outer join current_versions as o
+    full outer join (
+        select h.*
+        from {{ target }} as h
+        left semi join {{ touched }} as k on {{ _cdc_key_match(columns['keys'], 'h', 'k') }}
+    ) as o
         on {{ _cdc_key_match(columns['keys'], 'n', 'o') }}
         and n._cdc_sequence = o._cdc_sequence
     where
@@ -266,11 +266,29 @@
         {'name': 'is_current'}, {'name': '_cdc_closed_by_delete'}]) }}
 {%- endmacro %}
 
-{#- Applies the difference to the history. -#}
-{% macro _cdc_history_merge_sql(target, diff, columns) -%}
+{#-
+    Applies the difference to the history, in one statement: the touched keys, their
+    versions and the difference are its source's common table expressions, not views
+    (each view was analysed once more when created). `store_before`: the change store
+    as the run found it, whose rows in the window touch their keys too (a re-run
+    replaces them). Delta's MERGE materializes its source once
+    (`merge.materializeSource`) and reads that copy twice.
+-#}
+{% macro _cdc_history_merge_sql(target, store, store_before, batch, columns, store_window, every_key, truncates, replaces) -%}
     {%- set written = _cdc_history_written(columns) -%}
     merge into {{ target }} as t
-    using {{ diff }} as s
+    using (
+        with _cdc_touched as (
+            {{ _cdc_history_touched_sql(store_before, batch, columns, store_window, every_key,
+                replaces) }}
+        ),
+
+        _cdc_versions as (
+            {{ _cdc_history_versions_sql(store, '_cdc_touched', columns, truncates) }}
+        )
+
+        {{ _cdc_history_diff_sql(target, '_cdc_versions', '_cdc_touched', columns) }}
+    ) as s
     on {{ _cdc_key_match(columns['keys'], 't', 's') }} and t._cdc_sequence = s._cdc_sequence
     when matched and s._cdc_gone then delete
     when matched then update set

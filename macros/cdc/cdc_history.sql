@@ -28,9 +28,6 @@
     {%- set quarantine = _window_side_relation('__quarantine') -%}
     {%- set changes = this.identifier ~ '__cdc_changes' -%}
     {%- set batch = this.identifier ~ '__cdc_batch' -%}
-    {%- set touched = this.identifier ~ '__cdc_touched' -%}
-    {%- set versions = this.identifier ~ '__cdc_versions' -%}
-    {%- set diff = this.identifier ~ '__cdc_diff' -%}
 
     {{ run_hooks(pre_hooks) }}
 
@@ -46,6 +43,9 @@
     {#- No restore: the history is a function of the change store, and a crashed or
         re-run window replaces its own rows there. -#}
     {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
+    {#- Only a re-run or the retry of an attempt that did not finish finds rows of its
+        window in the store (a finished run's window ends where the next one starts). -#}
+    {%- set replaces = plan.kind == 'rerun' or plan.restore is not none -%}
     {%- do plan.update({'restore': none}) -%}
     {%- set columns = _window_sync_columns([target, store], changes, columns, options) -%}
     {%- do columns.update({'tracked': _cdc_history_tracked(columns, options)}) -%}
@@ -71,28 +71,15 @@
         {#- Truncates the store held: any (the versions apply them only then), and in
             the window the append replaces (its keys are then every key). Delta skips
             the files whose statistics show no truncate. -#}
-        {%- set held = run_query("select exists (select 1 from " ~ store_before
-            ~ " where _cdc_is_truncate), exists (select 1 from " ~ store_before
-            ~ " where _cdc_is_truncate and (" ~ store_window ~ "))")[0] -%}
+        {%- set held = run_query("select count(*) > 0, count_if(" ~ store_window ~ ") > 0 from "
+            ~ store_before ~ " where _cdc_is_truncate")[0] -%}
         {%- set every_key = summary.truncates > 0 or columns.dropped | length > 0 or held[1] -%}
         {%- set truncates = summary.truncates > 0 or held[0] -%}
-        {%- do run_query("create or replace temporary view " ~ touched ~ " as "
-            ~ _cdc_history_touched_sql(store_before, batch, columns, store_window, every_key)) -%}
         {%- do run_query(_cdc_history_store_sql(store, batch, store_window)) -%}
-        {#- The versions are read once, by the difference, and the difference once, by
-            the merge, which materializes its source before reading it twice (Delta's
-            `merge.materializeSource`): both are views. -#}
-        {%- do run_query("create or replace temporary view " ~ versions ~ " as "
-            ~ _cdc_history_versions_sql(store, touched, columns, truncates)) -%}
-        {%- do run_query("create or replace temporary view " ~ diff ~ " as "
-            ~ _cdc_history_diff_sql(target, versions, touched, columns)) -%}
         {%- call statement('main') -%}
-            {{ _cdc_history_merge_sql(target, diff, columns) }}
+            {{ _cdc_history_merge_sql(target, store, store_before, batch, columns, store_window,
+                every_key, truncates, replaces) }}
         {%- endcall -%}
-        {#- Each view reads the ones after it: dropped in this order. -#}
-        {%- do run_query('drop view if exists ' ~ diff) -%}
-        {%- do run_query('drop view if exists ' ~ versions) -%}
-        {%- do run_query('drop view if exists ' ~ touched) -%}
     {%- endif -%}
     {%- do _cdc_uncache(batch) -%}
 

@@ -83,11 +83,13 @@
 -#}
 {% macro _window_plan(log, options, execution_time, fresh) -%}
     {%- set fmt = _window_timestamp_format() -%}
+    {#- Ordered here, not by the query: a sort in Spark costs a second job. -#}
     {%- set rows = run_query(
         "select date_format(execution_time, '" ~ fmt ~ "'), status, window_start, "
         ~ "window_end, base_version, side_base_version, version_after, "
-        ~ "side_version_after, run_kind, attempt_id from " ~ log
-        ~ " where model = '" ~ options.model ~ "' order by recorded_at, attempt_id") -%}
+        ~ "side_version_after, run_kind, attempt_id, date_format(recorded_at, '" ~ fmt
+        ~ "') from " ~ log ~ " where model = '" ~ options.model ~ "'")
+        | sort(attribute='10,9', case_sensitive=true) -%}
     {%- set succeeded = {} -%}
     {%- for row in rows if row[1] == 'succeeded' -%}
         {%- do succeeded.update({row[9]: row}) -%}

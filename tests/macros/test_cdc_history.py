@@ -281,15 +281,15 @@ def read_states(spark, round_number: int) -> dict[str, list[tuple]]:
 
 
 def fail_after_change_store(patch: pytest.MonkeyPatch) -> None:
-    """The history's first statement after the change store's append (the view of
-    the difference it merges) fails: the run dies between its two writes. The same statement
+    """The history's first statement after the change store's append (the merge of
+    the difference) fails: the run dies between its two writes. The same statement
     interception as the `fail_statement` fixture, for this module-scoped fixture."""
     import re
 
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
     original = SessionConnectionWrapper.execute
-    pattern = re.compile(r"\bcreate or replace temporary view\s+\S*__cdc_diff\b", re.IGNORECASE)
+    pattern = re.compile(r"\bmerge into\b.*\b_cdc_gone\b", re.IGNORECASE | re.DOTALL)
 
     def execute(self, sql: str, bindings=None):
         if pattern.search(sql):

@@ -150,6 +150,15 @@
                                 'restore': (last.base, last.side_base)}) -%}
         {%- endif -%}
     {%- endif -%}
+    {#- Whether an attempt of the lineage read rows past the window's start (so its side
+        table may hold rows of the window): a re-run, the retry of an attempt that did
+        not finish, or a run after the re-run of an older window. -#}
+    {%- set overlapping = [] -%}
+    {%- for attempt in attempts if attempt.end is not none
+            and (plan.start is none or attempt.end > plan.start) -%}
+        {%- do overlapping.append(attempt) -%}
+    {%- endfor -%}
+    {%- do plan.update({'overlaps': overlapping | length > 0}) -%}
     {{ return(plan) }}
 {%- endmacro %}
 

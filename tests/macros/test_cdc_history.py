@@ -209,10 +209,11 @@ def execution_time(round_number: int) -> str:
     return f"2024-10-07T{round_number:02d}:00:00"
 
 
-def build(dbt, lakehouse_home, round_number: int, *args: str, expect_fail: bool = False):
+def build(dbt, lakehouse_home, round_number: int, *args: str, expect_fail: bool = False, **extra):
     variables = {
         "scenario_round": min(round_number, 2),
         "execution_time": execution_time(round_number),
+        **extra,
     }
     return run_project(
         dbt,
@@ -336,7 +337,40 @@ def outcomes(spark, dbt, lakehouse_home):
     extras["backfill"] = {table: read_all(spark, table) for table in tables}
     build(dbt, lakehouse_home, ROUNDS + 1, "--full-refresh")
     rebuilt = {table: read_all(spark, table) for table in tables}
+    extras["after_rerun"] = run_after_rerun(spark, dbt, lakehouse_home)
     return {"states": states, "incremental": incremental, "rebuilt": rebuilt, **extras}
+
+
+LATE_KEY = 9000  # a key only the round after the full refresh brings
+
+
+def run_after_rerun(spark, dbt, lakehouse_home) -> dict[str, list[tuple]]:
+    """After the full refresh (one window of rounds 1-3): a window with a new key, the
+    re-run of the full refresh's window, then a new run of a changed model that leaves
+    the new key out. That run's window starts where the re-run's ended, so it reads the
+    new key's window again: the store's rows of it are replaced and the key's history
+    must go, as a full refresh of the changed model gives."""
+    table = "silver.history_all"
+    later = ROUNDS + 2
+    rows = [
+        (LATE_KEY, "c", 900, None, "late", None, "late@example.com"),
+        (LATE_KEY + 1, "c", 901, None, "kept", None, "kept@example.com"),
+    ]
+    append_input(spark, "history", SCHEMAS[1], rows, later)
+    build(dbt, lakehouse_home, later)
+    late = f"id >= {LATE_KEY}"
+    with_key = read_rows(spark, table, "id, name, valid_to", late)
+    build(dbt, lakehouse_home, ROUNDS + 1)  # the re-run of the full refresh's window
+    build(dbt, lakehouse_home, later + 1, history_skip_id=LATE_KEY)
+    without_key = read_rows(spark, table, "id, name, valid_to", late)
+    incremental = read_all(spark, table)
+    build(dbt, lakehouse_home, later + 2, "--full-refresh", history_skip_id=LATE_KEY)
+    return {
+        "with_key": with_key,
+        "without_key": without_key,
+        "incremental": incremental,
+        "rebuilt": read_all(spark, table),
+    }
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
@@ -352,6 +386,13 @@ def test_reruns_backfills_and_full_refresh_give_the_incremental_history(outcomes
     assert outcomes["incremental"][table]  # an empty table proves nothing
     assert outcomes["backfill"][table] == outcomes["incremental"][table]
     assert outcomes["rebuilt"][table] == outcomes["incremental"][table]
+
+
+def test_a_run_after_a_rerun_recomputes_the_keys_whose_changes_it_replaces(outcomes) -> None:
+    after = outcomes["after_rerun"]
+    assert after["with_key"] == [(LATE_KEY, "late", None), (LATE_KEY + 1, "kept", None)]
+    assert after["without_key"] == [(LATE_KEY + 1, "kept", None)]
+    assert after["incremental"] == after["rebuilt"]
 
 
 def test_a_crash_between_the_two_writes_is_repaired_by_the_next_run(outcomes) -> None:

@@ -14,3 +14,8 @@ select
     _ingested_at,
     _metadata.row_commit_version as _bronze_version
 from {{ source('scenario', 'cdc_input_history') }}
+{#- A changed model: `history_skip_id` leaves one key's changes out (the test of a run
+    after the re-run of an older window). -#}
+{%- if var('history_skip_id', none) is not none %}
+where not (id <=> {{ var('history_skip_id') | int }})
+{%- endif %}

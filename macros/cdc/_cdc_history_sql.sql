@@ -64,10 +64,10 @@
 
 {#-
     The keys whose history this run recomputes: those of the window's changes and, when
-    the run `replaces` rows of its window in the store (a re-run, or the retry of a run
-    that did not finish), those of the rows it replaces; with `every_key` (a truncate
-    among either, which closes every version open before it, or a column dropped),
-    every key.
+    the run `replaces` rows of its window in the store (an earlier attempt read past the
+    window's start: `plan.overlaps`), those of the rows it replaces; with `every_key` (a
+    truncate among either, which closes every version open before it, or a column
+    dropped), every key.
 -#}
 {% macro _cdc_history_touched_sql(store, batch, columns, store_window, every_key, replaces) -%}
     {%- set keys = _cdc_column_list(columns['keys']) -%}
@@ -270,8 +270,8 @@
     Applies the difference to the history, in one statement: the touched keys, their
     versions and the difference are its source's common table expressions, not views
     (each view was analysed once more when created). `store_before`: the change store
-    as the run found it, whose rows in the window touch their keys too (a re-run
-    replaces them). Delta's MERGE materializes its source once
+    as the run found it, whose rows in the window touch their keys too when the run
+    `replaces` them. Delta's MERGE materializes its source once
     (`merge.materializeSource`) and reads that copy twice.
 -#}
 {% macro _cdc_history_merge_sql(target, store, store_before, batch, columns, store_window, every_key, truncates, replaces) -%}

@@ -43,11 +43,6 @@
     {#- No restore: the history is a function of the change store, and a crashed or
         re-run window replaces its own rows there. -#}
     {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
-    {#- Only a run whose window an earlier attempt read (a re-run, the retry of an
-        attempt that did not finish, a run after the re-run of an older window) can find
-        rows of its window in the store: a finished run's window ends where the next
-        one starts. -#}
-    {%- set replaces = plan.overlaps -%}
     {%- do plan.update({'restore': none}) -%}
     {%- set columns = _window_sync_columns([target, store], changes, columns, options) -%}
     {%- do columns.update({'tracked': _cdc_history_tracked(columns, options)}) -%}
@@ -80,7 +75,7 @@
         {%- do run_query(_cdc_history_store_sql(store, batch, store_window)) -%}
         {%- call statement('main') -%}
             {{ _cdc_history_merge_sql(target, store, store_before, batch, columns, store_window,
-                every_key, truncates, replaces) }}
+                every_key, truncates, plan.overlaps) }}
         {%- endcall -%}
     {%- endif -%}
     {%- do _cdc_uncache(batch) -%}

@@ -153,12 +153,9 @@
     {#- Whether an attempt of the lineage read rows past the window's start (so its side
         table may hold rows of the window): a re-run, the retry of an attempt that did
         not finish, or a run after the re-run of an older window. -#}
-    {%- set overlapping = [] -%}
-    {%- for attempt in attempts if attempt.end is not none
-            and (plan.start is none or attempt.end > plan.start) -%}
-        {%- do overlapping.append(attempt) -%}
-    {%- endfor -%}
-    {%- do plan.update({'overlaps': overlapping | length > 0}) -%}
+    {%- set ends = attempts | map(attribute='end') | reject('none') | list -%}
+    {%- do plan.update({'overlaps': ends | length > 0
+        and (plan.start is none or ends | max > plan.start)}) -%}
     {{ return(plan) }}
 {%- endmacro %}
 

@@ -65,11 +65,12 @@
         {#- The store as this run found it (its version at the run's start): the keys
             of the window's rows that the append below replaces are touched too. -#}
         {%- set store_before = store ~ ' version as of ' ~ run.side_base -%}
-        {#- Truncates the store held: any (the versions apply them only then), and in
-            the window the append replaces (its keys are then every key). Delta skips
-            the files whose statistics show no truncate. -#}
+        {#- Truncates the store holds: any (the versions apply them only then), and in
+            the window the append replaces (its keys are then every key). Read before
+            the append, so the current store is the store as this run found it (no time
+            travel); Delta skips the files whose statistics show no truncate. -#}
         {%- set held = run_query("select count(*) > 0, count_if(" ~ store_window ~ ") > 0 from "
-            ~ store_before ~ " where _cdc_is_truncate")[0] -%}
+            ~ store ~ " where _cdc_is_truncate")[0] -%}
         {%- set every_key = summary.truncates > 0 or columns.dropped | length > 0 or held[1] -%}
         {%- set truncates = summary.truncates > 0 or held[0] -%}
         {%- do run_query(_cdc_history_store_sql(store, batch, store_window)) -%}

@@ -130,24 +130,51 @@ def read_dms_parquet(spark: SparkSession, topic: Topic, landing: Path, max_files
     return dms.with_file_positions(rows)
 
 
+def _source_offset(checkpoint: Path, batch_id: int) -> int:
+    """Where micro-batch `batch_id` ends in the file source's log: the offset of the
+    query's one source in the checkpoint's `offsets/<batch>` (a version line, the
+    batch's metadata, then one `{"logOffset": n}` per source); -1 before the first."""
+    if batch_id < 0:
+        return -1
+    lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+    return int(json.loads(lines[2])["logOffset"])
+
+
 def batch_files(checkpoint: Path, batch_id: int) -> list[str]:
-    """The landing files of micro-batch `batch_id` (URIs), from the file source's log in
-    the query's checkpoint: `sources/0/<batch>`, or the compacted `<n>.compact` holding
-    it (lines of JSON after a version line, each with `path` and `batchId`). The batch's
-    DataFrame does not know them (it is a plan over the scan's RDD)."""
+    """The landing files of micro-batch `batch_id` (URIs). The batch's DataFrame does
+    not know them (it is a plan over the scan's RDD), so they come from the checkpoint:
+    the batch reads the file source's log entries after the previous batch's offset, up
+    to its own (`offsets/`). The two numberings usually agree, but not after a crash
+    between the source logging its next files and the query logging its offsets: the
+    next batch then takes those files and new ones. Each entry (`sources/0/<n>`, or the
+    compacted `<m>.compact` holding it: lines of JSON after a version line) has `path`
+    and `batchId`."""
     log = checkpoint / "sources" / "0"
+    try:
+        first = _source_offset(checkpoint, batch_id - 1) + 1
+        last = _source_offset(checkpoint, batch_id)
+    except (OSError, IndexError, KeyError, ValueError) as error:
+        raise IngestError(
+            f"batch {batch_id} has no readable offsets under {checkpoint / 'offsets'} "
+            f"({error}): the checkpoint is damaged; restore it, or re-ingest from scratch"
+        ) from error
     compacted = sorted(log.glob("*.compact"), key=lambda f: int(f.stem), reverse=True)
-    for file in [log / str(batch_id), *compacted]:
-        if not file.exists():
-            continue
-        entries = [json.loads(line) for line in file.read_text().splitlines()[1:] if line]
-        paths = [e["path"] for e in entries if e.get("batchId") == batch_id]
-        if paths or file.name == str(batch_id):
-            return paths
-    raise IngestError(
-        f"batch {batch_id} is not in the file source's log under {log}: the checkpoint "
-        "is damaged; restore it, or re-ingest from scratch"
-    )
+    paths: list[str] = []
+    for offset in range(first, last + 1):
+        for file in [log / str(offset), *compacted]:
+            if not file.exists():
+                continue
+            entries = [json.loads(line) for line in file.read_text().splitlines()[1:] if line]
+            found = [e["path"] for e in entries if e.get("batchId") == offset]
+            if found or file.name == str(offset):
+                paths += found
+                break
+        else:
+            raise IngestError(
+                f"entry {offset} of batch {batch_id} is not in the file source's log under "
+                f"{log}: the checkpoint is damaged; restore it, or re-ingest from scratch"
+            )
+    return paths
 
 
 def lines_before_splits(spark: SparkSession, files: list[str]) -> dict[tuple[str, int], int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import time
@@ -33,8 +34,6 @@ def _land(landing: Path, name: str, lines: list[str], topic: Topic = TOPIC) -> N
 
 
 def _change(op: str, item_id: int, lsn: int, ts_ms: int, **columns: object) -> str:
-    import json
-
     image = json.dumps({"item_id": item_id, **columns}, separators=(",", ":"))
     before, after = (image, "null") if op == "d" else ("null", image)
     source = f'{{"ts_ms":{ts_ms},"lsn":{lsn},"txId":1,"table":"items"}}'
@@ -252,6 +251,41 @@ def test_a_replayed_batch_is_classified_as_it_was_the_first_time(spark, clean_la
     ingest.run(_options(landing, max_record_bytes=50), topics=[TOPIC])
     dead = _table(spark, bronze.dead_letter_path()).collect()
     assert [(r._raw, r._error_reason, r._batch_id) for r in dead] == [(big, "too_large", 1)]
+
+
+def test_a_batch_after_the_source_logged_ahead_numbers_every_split_of_its_files(
+    spark, clean_lakehouse, monkeypatch
+) -> None:
+    """A crash after the file source logged its next file but before the query logged
+    that batch's offsets: the next batch takes that file and a new one (the two logs'
+    numbers part). Each file is larger than a split here (tiny splits), so its lines
+    are numbered from the count of the splits before each one: the batch's files must
+    be the ones it reads, both of them."""
+    from python_jobs import spark as spark_module
+
+    for key in spark_module.INGESTION_SETTINGS:
+        monkeypatch.setitem(spark_module.INGESTION_SETTINGS, key, "24")
+    landing = clean_lakehouse["landing"]
+    rows = {n: [f'{{"id":{n}{i:02d}}}' for i in range(1, 8)] for n in (1, 2, 3)}
+    _land(landing, "000001.json", rows[1])
+    ingest.run(_options(landing, max_files=1), topics=[TOPIC])
+    _land(landing, "000002.json", rows[2])
+    # What the file source writes before the query's offsets: its entry 1, the new file.
+    second = landing / TOPIC.topic / "000002.json"
+    entry = {"path": second.as_uri(), "timestamp": int(second.stat().st_mtime * 1000), "batchId": 1}
+    source_log = ingest.checkpoint_dir(TOPIC) / "sources" / "0"
+    (source_log / "1").write_text("v1\n" + json.dumps(entry))
+    _land(landing, "000003.json", rows[3])
+
+    ingest.run(_options(landing, max_files=1), topics=[TOPIC])
+    assert ingest.batch_files(ingest.checkpoint_dir(TOPIC), 1) == [
+        entry["path"],
+        (landing / TOPIC.topic / "000003.json").as_uri(),
+    ]
+    assert bronze_records(spark, TOPIC.table) == [
+        (f"00000{n}.json", i, line) for n in (1, 2, 3) for i, line in enumerate(rows[n], 1)
+    ]
+    assert _batches(spark) == [(0, False, 7, 7, 0, 0, "files"), (1, False, 14, 14, 0, 0, "files")]
 
 
 def test_a_checkpoint_older_than_the_tables_is_refused(spark, clean_lakehouse, tmp_path) -> None:

@@ -29,6 +29,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -182,7 +183,11 @@ def lines_before_splits(spark: SparkSession, files: list[str]) -> dict[tuple[str
     of lines before each split, keyed by (`_metadata.file_path`, split start), from one
     counting pass over those files only. Empty when every file fits in one split."""
     split = int(spark.conf.get("spark.sql.files.maxPartitionBytes") or 0)
-    large = [f for f in files if Path(unquote(urlsplit(f).path)).stat().st_size > split]
+    # The source log holds URIs (a space is `%20`); the reader takes paths, decoded,
+    # and reads them as globs: their glob characters are escaped (`[1]` in a name would
+    # match only `1`).
+    local = [unquote(urlsplit(f).path) for f in files]
+    large = [re.sub(r"([\\\[\]{}*?])", r"\\\1", f) for f in local if Path(f).stat().st_size > split]
     if not large:
         return {}
     counts = (

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from python_jobs.spark import REPO_ROOT, paths
 
@@ -93,7 +94,11 @@ def landing_records(landing: Path, topic: str) -> list[tuple[str, int, str]]:
 
 def _landing_positions(frame) -> list[tuple[str, int, str]]:
     rows = frame.select("_source_file", "_line_number", "_raw").collect()
-    return sorted((Path(r["_source_file"]).name, r["_line_number"], r["_raw"]) for r in rows)
+    # `_source_file` is the file's URI (a space is `%20`).
+    return sorted(
+        (Path(unquote(urlsplit(r["_source_file"]).path)).name, r["_line_number"], r["_raw"])
+        for r in rows
+    )
 
 
 def bronze_records(spark, table: str) -> list[tuple[str, int, str]]:

@@ -288,6 +288,25 @@ def test_a_batch_after_the_source_logged_ahead_numbers_every_split_of_its_files(
     assert _batches(spark) == [(0, False, 7, 7, 0, 0, "files"), (1, False, 14, 14, 0, 0, "files")]
 
 
+def test_a_file_larger_than_a_split_is_numbered_whatever_its_name_holds(
+    spark, clean_lakehouse, monkeypatch
+) -> None:
+    """The file source logs a file's path as a URI (a space is `%20`); its split counts
+    read the file itself, not a glob of its name (`[1]` would match only `1`)."""
+    from python_jobs import spark as spark_module
+
+    for key in spark_module.INGESTION_SETTINGS:
+        monkeypatch.setitem(spark_module.INGESTION_SETTINGS, key, "24")
+    landing = clean_lakehouse["landing"]
+    lines = [f'{{"id":{i}}}' for i in range(101, 109)]
+    _land(landing, "day one [1].json", lines)
+    ingest.run(_options(landing), topics=[TOPIC])
+    assert bronze_records(spark, TOPIC.table) == [
+        ("day one [1].json", i, line) for i, line in enumerate(lines, 1)
+    ]
+    assert _batches(spark) == [(0, False, 8, 8, 0, 0, "files")]
+
+
 def test_a_checkpoint_older_than_the_tables_is_refused(spark, clean_lakehouse, tmp_path) -> None:
     landing = clean_lakehouse["landing"]
     checkpoint = ingest.checkpoint_dir(TOPIC)

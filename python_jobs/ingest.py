@@ -26,6 +26,7 @@ catalog-bound and registers the tables it writes (still by path) in it.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import logging
 import os
@@ -35,8 +36,9 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,12 +72,17 @@ class IngestOptions:
     max_invalid_ratio: float | None = None
     max_record_bytes: int = bronze.DEFAULT_MAX_RECORD_BYTES
     heartbeat_interval: float = 60.0
+    # Kafka: skip offsets retention deleted before they were read (the run after a
+    # data-loss failure, once the lost changes are recovered at the source).
+    accept_data_loss: bool = False
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ValueError(f"source must be one of {SOURCES}, got {self.source!r}")
         if self.source == "kafka" and not self.bootstrap_servers:
             raise ValueError("the kafka source needs bootstrap servers")
+        if self.accept_data_loss and self.source != "kafka":
+            raise ValueError("accept_data_loss is for the kafka source only")
         if self.max_invalid_ratio is not None and not 0 <= self.max_invalid_ratio <= 1:
             raise ValueError(f"max_invalid_ratio must be in [0, 1], got {self.max_invalid_ratio}")
 
@@ -205,11 +212,18 @@ def lines_before_splits(spark: SparkSession, files: list[str]) -> dict[tuple[str
     return before
 
 
-def read_kafka(spark: SparkSession, topic: Topic, bootstrap: str, max_offsets: int) -> DataFrame:
+def read_kafka(
+    spark: SparkSession,
+    topic: Topic,
+    bootstrap: str,
+    max_offsets: int,
+    accept_data_loss: bool = False,
+) -> DataFrame:
     """New records of one Kafka topic, as lines (``bronze.LINE_SCHEMA``).
 
     The value is decoded as UTF-8 (what Debezium's JSON converter writes); a null value
-    is a tombstone.
+    is a tombstone. Records deleted by retention before the query read them fail it,
+    unless `accept_data_loss`: then it goes on from the earliest offset still retained.
     """
     records = (
         spark.readStream.format("kafka")
@@ -220,9 +234,9 @@ def read_kafka(spark: SparkSession, topic: Topic, bootstrap: str, max_offsets: i
         # A batch's offset range split into (at least) one task per core, as a batch of
         # files is: one task per topic partition would leave cores idle.
         .option("minPartitions", spark.sparkContext.defaultParallelism)
-        # Records deleted by retention after the query started fail it loudly. (A new
-        # checkpoint starts at the earliest offset still retained.)
-        .option("failOnDataLoss", "true")
+        # Records deleted by retention after the query started fail it loudly
+        # (`_failure` says what to do).
+        .option("failOnDataLoss", str(not accept_data_loss).lower())
         # Only committed records of transactional producers (Kafka Connect's
         # exactly-once source mode); aborted ones never reach Bronze.
         .option("kafka.isolation.level", "read_committed")
@@ -573,7 +587,13 @@ def start_query(
     landing = options.landing or paths()["landing"]
     if options.source == "kafka":
         assert options.bootstrap_servers is not None
-        lines = read_kafka(session, topic, options.bootstrap_servers, options.max_offsets)
+        lines = read_kafka(
+            session,
+            topic,
+            options.bootstrap_servers,
+            options.max_offsets,
+            options.accept_data_loss,
+        )
     elif topic.format == "dms-parquet":
         lines = read_dms_parquet(session, topic, landing, options.max_files)
     else:
@@ -615,6 +635,17 @@ def _failure(query: StreamingQuery, sink: BatchWriter) -> IngestError | None:
     error = query.exception()
     if error is None or sink.aborted:
         return None
+    text = str(error)
+    if sink.failure is None and "Some data may have been lost" in text:
+        # Spark's Kafka source: the range the batch planned is no longer on the broker.
+        reason = next((ln for ln in text.splitlines() if ln.startswith("Reason: ")), "")
+        return IngestError(
+            f"{query.name}: records of the topic were deleted (retention) before this query "
+            f"read them ({reason.removeprefix('Reason: ') or 'see the log'}); nothing of the "
+            "batch was written. Recover the lost changes at the source (a Debezium snapshot "
+            "of the table), then ingest once with --accept-data-loss to go on from the "
+            "earliest offset the broker still has."
+        )
     return IngestError(sink.failure or f"{query.name} failed: {error}")
 
 
@@ -629,11 +660,47 @@ def _stop_after_batches_in_flight(running: list[tuple[StreamingQuery, BatchWrite
         time.sleep(0.2)
 
 
+@contextmanager
+def checkpoint_locks(topics: list[Topic], source: str) -> Iterator[None]:
+    """Hold an exclusive lock on each topic's checkpoint while ingesting it (a file
+    `<checkpoint>.lock` beside it, `flock`, released when the process ends, however it
+    ends). Two queries on one checkpoint (a continuous job and a `--once` run started
+    beside it) would each plan and write the same batches: duplicate batch-log rows, a
+    batch skipped by Delta's idempotent write that never reports its counts. The second
+    one is refused instead, naming the holder. `flock` holds between the processes of
+    one host; on a file system shared by hosts it may not (docs/operations.md)."""
+    with ExitStack() as held:
+        for topic in topics:
+            checkpoint = checkpoint_dir(topic, source)
+            checkpoint.parent.mkdir(parents=True, exist_ok=True)
+            lock = held.enter_context(open(checkpoint.with_name(checkpoint.name + ".lock"), "a+"))
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                holder = lock.read().strip() or "unknown"
+                raise IngestError(
+                    f"{topic.topic}: another ingestion process (pid {holder}) is using the "
+                    f"checkpoint {checkpoint}; two would write the same batches. Stop it, or "
+                    "let it finish, before starting this one."
+                ) from None
+            lock.truncate(0)
+            lock.write(f"{os.getpid()}\n")
+            lock.flush()
+        yield
+
+
 def run(options: IngestOptions | None = None, topics: list[Topic] | None = None) -> None:
     """Ingest every topic (default: the registry) with `options`, until done (`once`)
-    or until SIGTERM/SIGINT, which stop the queries after the batch in flight."""
+    or until SIGTERM/SIGINT, which stop the queries after the batch in flight. One
+    process per checkpoint: a second run on the same topics and source is refused."""
     options = options or IngestOptions()
     topics = topics if topics is not None else load_topics()
+    with checkpoint_locks(topics, options.source):
+        _run(options, topics)
+
+
+def _run(options: IngestOptions, topics: list[Topic]) -> None:
     if options.source == "kafka":
         files_only = [t.topic for t in topics if t.format in dms.FORMATS]
         if files_only:
@@ -670,6 +737,8 @@ def run(options: IngestOptions | None = None, topics: list[Topic] | None = None)
             origin or paths()["landing"],
             "available now" if options.once else f"every {options.trigger_interval}s",
         )
+        if options.accept_data_loss:
+            log.warning("accepting data loss: offsets the broker no longer has are skipped")
         while any(query.isActive for query, _ in running):
             if stop.requested:
                 _stop_after_batches_in_flight(running)
@@ -766,6 +835,12 @@ def parse_args(argv: list[str] | None = None) -> IngestOptions:
         help="continuous mode: log a heartbeat row for a topic with no new records "
         "every SECONDS (default 60)",
     )
+    parser.add_argument(
+        "--accept-data-loss",
+        action="store_true",
+        help="kafka source: skip the offsets retention deleted before they were read, "
+        "after a data-loss failure (default: such a loss stops ingestion)",
+    )
     args = parser.parse_args(argv)
     if args.trigger_interval is not None and args.trigger_interval <= 0:
         parser.error("--trigger-interval must be > 0")
@@ -781,6 +856,8 @@ def parse_args(argv: list[str] | None = None) -> IngestOptions:
         parser.error("--max-invalid-ratio must be between 0 and 1")
     if args.source == "kafka" and not args.bootstrap_servers:
         parser.error("--source kafka needs --bootstrap-servers (or $KAFKA_BOOTSTRAP_SERVERS)")
+    if args.accept_data_loss and args.source != "kafka":
+        parser.error("--accept-data-loss is for --source kafka only")
     return IngestOptions(
         source=args.source,
         landing=args.landing_dir,
@@ -792,6 +869,7 @@ def parse_args(argv: list[str] | None = None) -> IngestOptions:
         max_invalid_ratio=args.max_invalid_ratio,
         max_record_bytes=args.max_record_bytes,
         heartbeat_interval=args.heartbeat_interval,
+        accept_data_loss=args.accept_data_loss,
     )
 
 

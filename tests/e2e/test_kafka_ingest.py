@@ -3,12 +3,17 @@ same Bronze (ignoring the transport columns) and the same dead letters."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from dataclasses import replace
 
 import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from python_jobs import bronze, ingest
-from python_jobs.topics import load_topics
+from python_jobs.tools.kafka_broker import create_topics
+from python_jobs.topics import Topic, load_topics
 from tests.helpers import reset_lakehouse
 
 WORKLOAD = (
@@ -85,3 +90,53 @@ def test_kafka_and_files_give_the_same_bronze(spark, clean_lakehouse, simulate, 
     before = _content(spark)
     ingest.run(options)
     assert _content(spark) == before
+
+
+LOSS = Topic(topic="test.loss", kind="events", key=("id",), table="test_loss")
+
+
+def _produce(bootstrap: str, ids: range) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0})
+    for n in ids:
+        producer.produce(LOSS.topic, value=f'{{"id":{n}}}'.encode())
+    assert producer.flush(30) == 0
+
+
+def _ids(spark) -> list[int]:
+    frame = spark.read.format("delta").load(str(LOSS.bronze_path))
+    return sorted(json.loads(r[0])["id"] for r in frame.select("_raw").collect())
+
+
+@pytest.mark.slow
+def test_records_deleted_before_they_were_read_stop_ingestion_until_accepted(
+    spark, clean_lakehouse, kafka_broker
+):
+    """Retention deletes offsets 3 and 4 (ids 4 and 5) before the query reads them: the
+    run fails, saying what to do, and writes nothing; a run that accepts the loss goes
+    on from the earliest retained offset (id 6), once; later runs need no flag."""
+    bootstrap = kafka_broker.bootstrap
+    create_topics(bootstrap, [LOSS.topic], 1)
+    options = ingest.IngestOptions(source="kafka", bootstrap_servers=bootstrap)
+    _produce(bootstrap, range(1, 4))
+    ingest.run(options, topics=[LOSS])
+    assert _ids(spark) == [1, 2, 3]
+
+    _produce(bootstrap, range(4, 7))
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    for future in admin.delete_records([TopicPartition(LOSS.topic, 0, 5)]).values():
+        assert future.result(timeout=30).low_watermark == 5  # the earliest offset left
+    with pytest.raises(ingest.IngestError) as failed:
+        ingest.run(options, topics=[LOSS])
+    message = str(failed.value)
+    assert "deleted (retention) before this query read them (Could not read records" in message
+    assert message.endswith(
+        "ingest once with --accept-data-loss to go on from the earliest "
+        "offset the broker still has."
+    )
+    assert _ids(spark) == [1, 2, 3]
+
+    ingest.run(replace(options, accept_data_loss=True), topics=[LOSS])
+    assert _ids(spark) == [1, 2, 3, 6]
+    _produce(bootstrap, range(7, 8))
+    ingest.run(options, topics=[LOSS])
+    assert _ids(spark) == [1, 2, 3, 6, 7]

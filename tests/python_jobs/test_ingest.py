@@ -6,6 +6,8 @@ import itertools
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from python_jobs import bronze, ingest
+from python_jobs.spark import REPO_ROOT
 from python_jobs.topics import Topic
 from tests.helpers import bronze_records
 
@@ -307,6 +310,43 @@ def test_a_file_larger_than_a_split_is_numbered_whatever_its_name_holds(
     assert _batches(spark) == [(0, False, 8, 8, 0, 0, "files")]
 
 
+def test_a_second_ingestion_on_the_same_checkpoint_is_refused(spark, clean_lakehouse) -> None:
+    """Another process ingesting the topic holds its checkpoint: this run stops before
+    reading anything, naming it; once the other has ended, it ingests."""
+    landing = clean_lakehouse["landing"]
+    _land(landing, "000001.json", ['{"id":1}'])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_CHECKPOINT, TOPIC.topic, TOPIC.table],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        with pytest.raises(
+            ingest.IngestError, match=f"another ingestion process \\(pid {holder.pid}\\)"
+        ):
+            ingest.run(_options(landing), topics=[TOPIC])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not (clean_lakehouse["bronze"] / TOPIC.table).exists()
+    ingest.run(_options(landing), topics=[TOPIC])
+    assert bronze_records(spark, TOPIC.table) == [("000001.json", 1, '{"id":1}')]
+
+
+# A process that holds a topic's checkpoint lock until killed.
+HOLD_CHECKPOINT = """
+import sys, time
+from python_jobs import ingest
+from python_jobs.topics import Topic
+topic = Topic(topic=sys.argv[1], kind="events", key=("id",), table=sys.argv[2])
+with ingest.checkpoint_locks([topic], "files"):
+    print("holding", flush=True)
+    time.sleep(600)
+"""
+
+
 def test_a_checkpoint_older_than_the_tables_is_refused(spark, clean_lakehouse, tmp_path) -> None:
     landing = clean_lakehouse["landing"]
     checkpoint = ingest.checkpoint_dir(TOPIC)
@@ -351,6 +391,7 @@ def test_command_line_validation() -> None:
         ["--max-invalid-ratio", "1.5"],
         ["--source", "kafka"],
         ["--source", "ftp"],
+        ["--accept-data-loss"],  # files: nothing to accept
     ):
         with pytest.raises(SystemExit):
             ingest.parse_args(bad)
@@ -362,3 +403,6 @@ def test_command_line_validation() -> None:
         "127.0.0.1:9",
         True,
     )
+    assert not options.accept_data_loss
+    kafka = ["--source", "kafka", "--bootstrap-servers", "127.0.0.1:9", "--accept-data-loss"]
+    assert ingest.parse_args(kafka).accept_data_loss

@@ -296,13 +296,14 @@ def describe_batch(frame) -> tuple[int, str]:
 
 
 def append(spark, table: str, frame) -> None:
-    """Appends a batch in one commit; a new input table gets row tracking, as Bronze
-    has: the models' window is the rows' commit version."""
+    """Appends a batch in one commit; a new input table is created as Bronze's are (row
+    tracking: the models' window is the rows' commit version; no deletion vectors)."""
+    from python_jobs import bronze
+
     frame = frame.drop("row", "k", "kind")
-    new = not spark.catalog.tableExists(table)
+    if not spark.catalog.tableExists(table):
+        bronze.create_catalog_table(spark, table, frame.schema)
     frame.write.format("delta").mode("append").saveAsTable(table)
-    if new:
-        spark.sql(f"alter table {table} set tblproperties ('delta.enableRowTracking' = 'true')")
 
 
 def check(spark, input_table: str, table: str, rows_too: bool) -> tuple[int, int, int]:

@@ -52,7 +52,13 @@ MAX_TS_MS = 253_402_300_799_999
 # sources said is never rewritten, only appended to. File statistics (for data
 # skipping) only on the columns queries filter on, not on the long JSON texts, whose
 # statistics cost every write and skip nothing.
-TABLE_PROPERTIES = {"delta.appendOnly": "true"}
+#
+# No deletion vectors on a table nothing deletes from (the session's default turns them
+# on for new tables, python_jobs/spark.py): a table whose protocol has the feature costs
+# every scan of it one more Spark job, which lists all its files to look for vectors
+# (Delta's `ScanWithDeletionVectors`), even when it has none.
+APPENDED_ONLY = {"delta.enableDeletionVectors": "false"}
+TABLE_PROPERTIES = {"delta.appendOnly": "true", **APPENDED_ONLY}
 STATS_COLUMNS = (
     "_ingested_at,_batch_id,_topic,_partition,_offset,_source_file,_line_number,"
     "op,source_committed_at,source_lsn"
@@ -865,6 +871,17 @@ def register_tables(spark: SparkSession, topics: list[Topic]) -> None:
         except Exception:
             if not spark.catalog.tableExists(name):
                 raise
+
+
+def create_catalog_table(spark: SparkSession, table: str, schema: StructType) -> None:
+    """Create the catalog table `table` (`schema.name`), empty, laid out as a Bronze
+    table is for its readers (row tracking, no deletion vectors) but open to any write:
+    the input of a benchmark or a test that stands in for Bronze."""
+    properties = {**ROW_TRACKING, **APPENDED_ONLY}
+    builder = DeltaTable.createIfNotExists(spark).tableName(table).addColumns(schema)
+    for key, value in properties.items():
+        builder = builder.property(key, value)
+    builder.execute()
 
 
 def ensure_table(spark: SparkSession, topic: Topic) -> bool:

@@ -45,8 +45,10 @@
 
 {#-
     The history (carried columns, validity, the opening change's sequence), its change
-    store (every change, typed) and its quarantine. (Deletion vectors are on for new
-    tables, python_jobs/spark.py: closing a few versions marks rows, no file rewrite.)
+    store (every change, typed) and its quarantine. Deletion vectors are on for new
+    tables (python_jobs/spark.py): closing a few versions marks rows, no file rewrite.
+    Not on the change store, only appended to (a re-run's `replace where` aside): every
+    run scans it, and the feature would cost each scan a job.
 -#}
 {% macro _cdc_history_create(target, store, quarantine, changes, columns, options) -%}
     {%- set carried = _cdc_column_definitions(columns.carried) -%}
@@ -57,7 +59,8 @@
             ~ sequence),
         (store, carried ~ ", " ~ sequence ~ ", _cdc_is_delete boolean not null, "
             ~ "_cdc_is_truncate boolean not null, _cdc_changed_at timestamp not null, "
-            ~ "_cdc_window_value bigint, _cdc_tiebreak string not null"),
+            ~ "_cdc_window_value bigint, _cdc_tiebreak string not null",
+            _appended_table_properties()),
         (quarantine, _cdc_quarantine_definition()),
     ], options) -%}
 {%- endmacro %}

@@ -22,7 +22,8 @@
         ~ "total_rows bigint not null, filter_position int not null, kind string not null, "
         ~ "failed_rows bigint not null, relation string not null, "
         ~ "execution_time timestamp not null, window_start bigint, window_end bigint, "
-        ~ "recorded_at timestamp not null) using delta"
+        ~ "recorded_at timestamp not null) using delta "
+        ~ _delta_tblproperties_clause(_appended_table_properties())
     ) -%}
     {%- if options is not none -%}
         {%- for column in _cdc_describe(relation)

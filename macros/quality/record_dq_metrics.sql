@@ -70,6 +70,7 @@
         ~ "invocation_id string not null, run_started_at timestamp not null, "
         ~ "model string not null, relation string not null, column_name string not null, "
         ~ "row_count bigint not null, null_rows bigint not null, null_ratio double, "
-        ~ "recorded_at timestamp not null) using delta"
+        ~ "recorded_at timestamp not null) using delta "
+        ~ _delta_tblproperties_clause(_appended_table_properties())
     ) -%}
 {%- endmacro %}

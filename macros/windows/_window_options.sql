@@ -80,7 +80,9 @@
 
 {#-
     Creates the model's tables, empty, from explicit column definitions (`tables`: a
-    list of (relation, definition), the model's own table first, then its side tables).
+    list of (relation, definition) or (relation, definition, properties), the model's
+    own table first, then its side tables; `properties` are a side table's own, e.g.
+    `_appended_table_properties()` for one only appended to).
     `create or replace`: a full refresh replaces each table in one commit, so readers
     never see it missing and its Delta history survives. The model's table gets
     `partition_by`, `liquid_clustered_by` and `tblproperties`; with `location_root`,
@@ -90,7 +92,8 @@
     table into every merge. Without catalog statistics it uses Delta's current size.
 -#}
 {% macro _window_create_tables(tables, options) -%}
-    {%- for relation, definition in tables -%}
+    {%- for entry in tables -%}
+        {%- set relation, definition = entry[0], entry[1] -%}
         {%- set clauses = [] -%}
         {%- if loop.first and options.partition_by -%}
             {%- do clauses.append("partitioned by (" ~ options.partition_by | join(', ') ~ ")") -%}
@@ -104,6 +107,8 @@
         {%- endif -%}
         {%- if loop.first and options.tblproperties -%}
             {%- do clauses.append(_delta_tblproperties_clause(options.tblproperties)) -%}
+        {%- elif entry | length > 2 -%}
+            {%- do clauses.append(_delta_tblproperties_clause(entry[2])) -%}
         {%- endif -%}
         {%- do run_query("create or replace table " ~ relation ~ " (" ~ definition
             ~ ") using delta " ~ clauses | join(' ')) -%}

@@ -41,7 +41,7 @@
         ~ "side_base_version bigint not null, version_after bigint, "
         ~ "side_version_after bigint, change_rows bigint, quarantined_rows bigint, "
         ~ "status string not null, recorded_at timestamp not null"
-        ~ ") using delta"
+        ~ ") using delta " ~ _delta_tblproperties_clause(_appended_table_properties())
     ) -%}
 {%- endmacro %}
 

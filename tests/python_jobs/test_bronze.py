@@ -285,6 +285,9 @@ def test_ensure_tables_creates_empty_append_only_tables_once(spark, tmp_path, mo
         detail = spark.sql(f"describe detail delta.`{path}`").collect()[0]
         assert detail["partitionColumns"] == partitions
         assert detail["properties"]["delta.appendOnly"] == "true"
+        # No deletion vectors (the session turns them on for new tables): nothing
+        # deletes here, and the feature would cost every scan a job.
+        assert "deletionVectors" not in detail["tableFeatures"]
         assert len(spark.sql(f"describe history delta.`{path}`").collect()) == 1
 
 

@@ -234,3 +234,29 @@ def test_two_writers_at_once_lose_nothing(steps) -> None:
 
 def test_a_backfill_of_the_two_writers_window_gives_the_same_tables(steps) -> None:
     assert steps[6] == steps[5]
+
+
+def test_only_the_tables_a_merge_rewrites_have_deletion_vectors(steps, spark) -> None:
+    """Deletion vectors where a MERGE marks rows (the models' tables, tombstones, the
+    visits' quarantine), none where rows are only appended (Bronze, the change store,
+    the run log and statistics): the feature costs every scan of a table one job."""
+    tables = [
+        *SIDES,
+        *SIDES.values(),
+        "bronze.blog_public_users",
+        "bronze.blog_visits",
+        "ops.window_runs",
+        "ops.filter_stats",
+    ]
+    with_vectors = set()
+    for table in tables:
+        detail = spark.sql(f"describe detail {table}").first()
+        if "deletionVectors" in detail["tableFeatures"]:
+            with_vectors.add(table)
+    assert with_vectors == {
+        "silver.users",
+        "silver.users__tombstones",
+        "silver.users_history",
+        "silver.visits",
+        "silver.visits__quarantine",
+    }

@@ -208,6 +208,7 @@ bench: setup
 	$(PY) -m bench.bench_cdc_history
 	$(PY) -m bench.bench_analyst_loop
 	$(PY) -m bench.bench_visits
+	$(PY) -m bench.bench_table_features
 
 # A single-node Kafka broker (KRaft) on loopback, state under LAKEHOUSE_HOME/kafka; the
 # first start resolves its jars from Maven Central into .venv.

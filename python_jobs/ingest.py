@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -307,16 +307,18 @@ class BatchWriter:
             raise _Stopping(f"{self.topic.topic}: stopping before batch {batch_id}")
         started = datetime.now(UTC)
         clock = time.monotonic()
-        # A replayed batch is classified as it was the first time (the limit may have
-        # changed since), or a record could land in both tables or in neither.
-        pinned = self._pinned_limit(batch_id)
-        limit = pinned if pinned is not None else self.options.max_record_bytes
+        # A replayed batch is classified as it was the first time (the limit or the
+        # topic's kind and key may have changed since), or a record could land in both
+        # tables or in neither.
+        pinned = self._pinned(batch_id)
+        limit = pinned.max_record_bytes if pinned else self.options.max_record_bytes
+        topic = pinned.topic if pinned else self.topic
         if self.options.source == "files":
             lines = self._numbered(lines, batch_id)
         # A CDC topic is classified in two passes: the fast path first, for every
         # record; the records it declines (dead letters, and the rare ones it cannot
         # decide) by the exact rules in a second pass, only when there are any.
-        two_pass = self.classify is bronze.classify and self.topic.kind == "cdc"
+        two_pass = self.classify is bronze.classify and topic.kind == "cdc"
         first = bronze.classify_fast if two_pass else self.classify
         reasons = () if two_pass else self.reasons
         # The counts come with the Bronze write (observed on every record, before the
@@ -332,7 +334,7 @@ class BatchWriter:
             *bronze.status_metrics(reasons),
             *([bronze.set_aside_metric()] if narrow else []),
         ]
-        records = bronze.decorate(first(lines, self.topic, limit), batch_id, started).observe(
+        records = bronze.decorate(first(lines, topic, limit), batch_id, started).observe(
             observation, *metrics
         )
         cached: list[DataFrame] = []
@@ -343,12 +345,12 @@ class BatchWriter:
         try:
             counts = bronze.count_statuses(records) if count_first else None
             if counts is not None and counts["declined"]:
-                declined = self._declined(lines, batch_id, started, limit, cached)
+                declined = self._declined(lines, topic, batch_id, started, limit, cached)
                 counts = bronze.with_declined(counts, declined[1])
             if pinned is None:
                 if counts is not None:
                     self._check_ratio(counts, batch_id)
-                self._pin_limit(batch_id, limit)
+                self._pin(batch_id, _Pin(limit, topic))
             app_id = self.app_id()
             path = str(self.topic.bronze_path)
             _append(bronze.bronze_rows(records), path, app_id, batch_id, partitioned=True)
@@ -358,7 +360,7 @@ class BatchWriter:
                 if narrow:
                     lines = bronze.narrowed_to(lines, list(observed["set_aside"]))
                 if counts["declined"]:
-                    declined = self._declined(lines, batch_id, started, limit, cached)
+                    declined = self._declined(lines, topic, batch_id, started, limit, cached)
                     counts = bronze.with_declined(counts, declined[1])
             if declined is not None:
                 # The declined records' Bronze rows: a write of their own (its own
@@ -370,9 +372,7 @@ class BatchWriter:
             elif narrow:
                 # Rare: the batch is read again (narrowed to them, most often) rather than
                 # cached for them.
-                dead_from = bronze.decorate(
-                    self.classify(lines, self.topic, limit), batch_id, started
-                )
+                dead_from = bronze.decorate(self.classify(lines, topic, limit), batch_id, started)
             else:
                 dead_from = records
             if counts["dead_letters"]:
@@ -398,6 +398,7 @@ class BatchWriter:
     def _declined(
         self,
         lines: DataFrame,
+        topic: Topic,
         batch_id: int,
         started: datetime,
         limit: int,
@@ -406,7 +407,7 @@ class BatchWriter:
         """The batch's records the fast path declined, classified by the exact rules
         (the batch read and its fast path run again to find them), cached (they are
         few), and their counts."""
-        exact = bronze.classify_declined(lines, self.topic, limit)
+        exact = bronze.classify_declined(lines, topic, limit)
         declined = bronze.decorate(exact, batch_id, started).persist(StorageLevel.MEMORY_AND_DISK)
         cached.append(declined)
         return declined, bronze.count_statuses(declined)
@@ -424,20 +425,26 @@ class BatchWriter:
     def _pin_file(self, batch_id: int) -> Path:
         return self.checkpoint / "lakehouse" / f"batch-{batch_id}.json"
 
-    def _pinned_limit(self, batch_id: int) -> int | None:
+    def _pinned(self, batch_id: int) -> _Pin | None:
         pin = self._pin_file(batch_id)
         if not pin.exists():
             return None
-        return int(json.loads(pin.read_text())["max_record_bytes"])
+        pinned = json.loads(pin.read_text())
+        # A pin written before kind and key were pinned keeps the registry's.
+        kind = pinned.get("kind", self.topic.kind)
+        key = tuple(pinned.get("key", self.topic.key))
+        return _Pin(int(pinned["max_record_bytes"]), replace(self.topic, kind=kind, key=key))
 
-    def _pin_limit(self, batch_id: int, limit: int) -> None:
-        """Record the batch's classification before its first append (atomically)."""
-        pin = self._pin_file(batch_id)
-        pin.parent.mkdir(parents=True, exist_ok=True)
-        tmp = pin.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"max_record_bytes": limit}))
-        tmp.rename(pin)
-        for old in pin.parent.glob("batch-*.json"):
+    def _pin(self, batch_id: int, pin: _Pin) -> None:
+        """Record the batch's classification before its first append (atomically): the
+        size limit and the topic's kind and key. (A DMS topic's layout is not pinned.)"""
+        path = self._pin_file(batch_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        pinned = {"max_record_bytes": pin.max_record_bytes, "kind": pin.topic.kind}
+        tmp.write_text(json.dumps({**pinned, "key": list(pin.topic.key)}))
+        tmp.rename(path)
+        for old in path.parent.glob("batch-*.json"):
             if int(old.stem.split("-")[1]) < batch_id - 100:
                 old.unlink(missing_ok=True)
 
@@ -513,6 +520,14 @@ def _lag_seconds(newest: object, started: datetime) -> float | None:
 
 def _lag_text(lag: float | None) -> str:
     return "-" if lag is None else f"{lag:.1f}s"
+
+
+@dataclass(frozen=True)
+class _Pin:
+    """How a batch was classified the first time: its replay is classified the same."""
+
+    max_record_bytes: int
+    topic: Topic
 
 
 class _Stopping(RuntimeError):

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -254,6 +255,31 @@ def test_a_replayed_batch_is_classified_as_it_was_the_first_time(spark, clean_la
     ingest.run(_options(landing, max_record_bytes=50), topics=[TOPIC])
     dead = _table(spark, bronze.dead_letter_path()).collect()
     assert [(r._raw, r._error_reason, r._batch_id) for r in dead] == [(big, "too_large", 1)]
+
+
+def test_a_replayed_batch_keeps_the_topics_kind_and_key_of_its_first_run(
+    spark, clean_lakehouse
+) -> None:
+    """The registry declares the topic CDC between a crash and the restart: the replayed
+    batch is classified as the events it was (Bronze rows, no dead letters), not as
+    envelopes it lacks (dead letters of records already in Bronze); the next batch is
+    classified by the new registry."""
+    landing = clean_lakehouse["landing"]
+    _land(landing, "000001.json", ['{"id":1}', '{"id":2}'])
+    ingest.run(_options(landing), topics=[TOPIC])
+    commits = ingest.checkpoint_dir(TOPIC) / "commits"
+    (commits / "0").unlink()
+    (commits / ".0.crc").unlink(missing_ok=True)
+    as_cdc = replace(TOPIC, kind="cdc", key=("item_id",))
+    ingest.run(_options(landing), topics=[as_cdc])
+    assert (commits / "0").exists(), "the batch was not replayed"
+    assert [r[2] for r in bronze_records(spark, TOPIC.table)] == ['{"id":1}', '{"id":2}']
+    assert _table(spark, bronze.dead_letter_path()).count() == 0
+    assert _batches(spark) == [(0, False, 2, 2, 0, 0, "files")]
+    _land(landing, "000002.json", ['{"id":3}'])
+    ingest.run(_options(landing), topics=[as_cdc])
+    dead = _table(spark, bronze.dead_letter_path()).collect()
+    assert [(r._raw, r._error_reason, r._batch_id) for r in dead] == [('{"id":3}', "unknown_op", 1)]
 
 
 def test_a_batch_after_the_source_logged_ahead_numbers_every_split_of_its_files(

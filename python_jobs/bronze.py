@@ -876,9 +876,11 @@ def register_tables(spark: SparkSession, topics: list[Topic]) -> None:
 def create_catalog_table(spark: SparkSession, table: str, schema: StructType) -> None:
     """Create the catalog table `table` (`schema.name`), empty, laid out as a Bronze
     table is for its readers (row tracking, no deletion vectors) but open to any write:
-    the input of a benchmark or a test that stands in for Bronze."""
+    the input of a benchmark or a test that stands in for Bronze. Every column nullable,
+    as an append would have made them, whatever the first frame's schema says."""
     properties = {**ROW_TRACKING, **APPENDED_ONLY}
-    builder = DeltaTable.createIfNotExists(spark).tableName(table).addColumns(schema)
+    nullable = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema])
+    builder = DeltaTable.createIfNotExists(spark).tableName(table).addColumns(nullable)
     for key, value in properties.items():
         builder = builder.property(key, value)
     builder.execute()

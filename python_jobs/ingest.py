@@ -81,8 +81,9 @@ class IngestOptions:
             raise ValueError(f"source must be one of {SOURCES}, got {self.source!r}")
         if self.source == "kafka" and not self.bootstrap_servers:
             raise ValueError("the kafka source needs bootstrap servers")
-        if self.accept_data_loss and self.source != "kafka":
-            raise ValueError("accept_data_loss is for the kafka source only")
+        if self.accept_data_loss and (self.source != "kafka" or not self.once):
+            # One run past the gap: a continuous job would skip every later loss too.
+            raise ValueError("accept_data_loss is for one run (once) of the kafka source")
         if self.max_invalid_ratio is not None and not 0 <= self.max_invalid_ratio <= 1:
             raise ValueError(f"max_invalid_ratio must be in [0, 1], got {self.max_invalid_ratio}")
 
@@ -192,9 +193,14 @@ def lines_before_splits(spark: SparkSession, files: list[str]) -> dict[tuple[str
     split = int(spark.conf.get("spark.sql.files.maxPartitionBytes") or 0)
     # The source log holds URIs (a space is `%20`); the reader takes paths, decoded,
     # and reads them as globs: their glob characters are escaped (`[1]` in a name would
-    # match only `1`).
-    local = [unquote(urlsplit(f).path) for f in files]
-    large = [re.sub(r"([\\\[\]{}*?])", r"\\\1", f) for f in local if Path(f).stat().st_size > split]
+    # match only `1`). The scheme stays (not resolved against `fs.defaultFS`).
+    large = []
+    for uri in files:
+        parts = urlsplit(uri)
+        path = unquote(parts.path)
+        if Path(path).stat().st_size > split:
+            escaped = re.sub(r"([\\\[\]{}*?])", r"\\\1", path)
+            large.append(f"{parts.scheme}://{parts.netloc}{escaped}" if parts.scheme else escaped)
     if not large:
         return {}
     counts = (
@@ -225,22 +231,28 @@ def read_kafka(
     is a tombstone. Records deleted by retention before the query read them fail it,
     unless `accept_data_loss`: then it goes on from the earliest offset still retained.
     """
-    records = (
+    reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic.topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", max_offsets)
-        # A batch's offset range split into (at least) one task per core, as a batch of
-        # files is: one task per topic partition would leave cores idle.
-        .option("minPartitions", spark.sparkContext.defaultParallelism)
         # Records deleted by retention after the query started fail it loudly
         # (`_failure` says what to do).
         .option("failOnDataLoss", str(not accept_data_loss).lower())
+    )
+    if not accept_data_loss:
+        # A batch's offset range split into (at least) one task per core, as a batch of
+        # files is: one task per topic partition would leave cores idle. Not in a run
+        # that skips lost offsets: there, two tasks on one partition met one pooled
+        # consumer from two threads (Kafka's ConcurrentModificationException), seen
+        # under load; the one-off recovery run reads each partition in one task.
+        reader = reader.option("minPartitions", spark.sparkContext.defaultParallelism)
+    records = (
+        reader
         # Only committed records of transactional producers (Kafka Connect's
         # exactly-once source mode); aborted ones never reach Bronze.
-        .option("kafka.isolation.level", "read_committed")
-        .load()
+        .option("kafka.isolation.level", "read_committed").load()
     )
     return records.select(
         F.col("value").cast("string").alias("_raw"),
@@ -430,14 +442,19 @@ class BatchWriter:
         if not pin.exists():
             return None
         pinned = json.loads(pin.read_text())
+        limit = int(pinned["max_record_bytes"])
+        if self.topic.format in dms.FORMATS:
+            # Its key goes with its column layout, which is not pinned.
+            return _Pin(limit, self.topic)
         # A pin written before kind and key were pinned keeps the registry's.
         kind = pinned.get("kind", self.topic.kind)
         key = tuple(pinned.get("key", self.topic.key))
-        return _Pin(int(pinned["max_record_bytes"]), replace(self.topic, kind=kind, key=key))
+        return _Pin(limit, replace(self.topic, kind=kind, key=key))
 
     def _pin(self, batch_id: int, pin: _Pin) -> None:
         """Record the batch's classification before its first append (atomically): the
-        size limit and the topic's kind and key. (A DMS topic's layout is not pinned.)"""
+        size limit and the topic's kind and key (a DMS topic's key and layout are the
+        registry's: not pinned)."""
         path = self._pin_file(batch_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -656,10 +673,10 @@ def _failure(query: StreamingQuery, sink: BatchWriter) -> IngestError | None:
         reason = next((ln for ln in text.splitlines() if ln.startswith("Reason: ")), "")
         return IngestError(
             f"{query.name}: records of the topic were deleted (retention) before this query "
-            f"read them ({reason.removeprefix('Reason: ') or 'see the log'}); nothing of the "
-            "batch was written. Recover the lost changes at the source (a Debezium snapshot "
-            "of the table), then ingest once with --accept-data-loss to go on from the "
-            "earliest offset the broker still has."
+            f"read them ({reason.removeprefix('Reason: ') or 'see the log'}); the batch did "
+            "not complete (a replay writes each table at most once). Recover the lost changes "
+            "at the source (a Debezium snapshot of the table), then ingest once with "
+            "--accept-data-loss to go on from the earliest offset the broker still has."
         )
     return IngestError(sink.failure or f"{query.name} failed: {error}")
 
@@ -699,6 +716,12 @@ def checkpoint_locks(topics: list[Topic], source: str) -> Iterator[None]:
                     f"checkpoint {checkpoint}; two would write the same batches. Stop it, or "
                     "let it finish, before starting this one."
                 ) from None
+            except OSError as error:
+                raise IngestError(
+                    f"{topic.topic}: cannot lock {lock.name} ({error}): the checkpoints' "
+                    "file system does not support flock; keep LAKEHOUSE_HOME's checkpoints "
+                    "on a local disk"
+                ) from error
             lock.truncate(0)
             lock.write(f"{os.getpid()}\n")
             lock.flush()
@@ -711,11 +734,6 @@ def run(options: IngestOptions | None = None, topics: list[Topic] | None = None)
     process per checkpoint: a second run on the same topics and source is refused."""
     options = options or IngestOptions()
     topics = topics if topics is not None else load_topics()
-    with checkpoint_locks(topics, options.source):
-        _run(options, topics)
-
-
-def _run(options: IngestOptions, topics: list[Topic]) -> None:
     if options.source == "kafka":
         files_only = [t.topic for t in topics if t.format in dms.FORMATS]
         if files_only:
@@ -723,7 +741,14 @@ def _run(options: IngestOptions, topics: list[Topic]) -> None:
                 f"topics {files_only} are AWS DMS files (format dms-csv or dms-parquet): "
                 "they come from the landing zone only, not from Kafka"
             )
+    # The session first: its preflight refuses a bad setting before anything is made
+    # under LAKEHOUSE_HOME (the locks' directories included).
     spark = get_spark(catalog=shared_catalog())
+    with checkpoint_locks(topics, options.source):
+        _run(spark, options, topics)
+
+
+def _run(spark: SparkSession, options: IngestOptions, topics: list[Topic]) -> None:
     created = bronze.ensure_tables(spark, topics)
     stop = _StopFlag()
     previous_handlers = {}
@@ -871,8 +896,9 @@ def parse_args(argv: list[str] | None = None) -> IngestOptions:
         parser.error("--max-invalid-ratio must be between 0 and 1")
     if args.source == "kafka" and not args.bootstrap_servers:
         parser.error("--source kafka needs --bootstrap-servers (or $KAFKA_BOOTSTRAP_SERVERS)")
-    if args.accept_data_loss and args.source != "kafka":
-        parser.error("--accept-data-loss is for --source kafka only")
+    if args.accept_data_loss and (args.source != "kafka" or args.trigger_interval is not None):
+        # One run past the gap: a continuous job would skip every later loss too.
+        parser.error("--accept-data-loss is for one --once run of --source kafka")
     return IngestOptions(
         source=args.source,
         landing=args.landing_dir,

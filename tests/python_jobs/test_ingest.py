@@ -418,6 +418,16 @@ def test_command_line_validation() -> None:
         ["--source", "kafka"],
         ["--source", "ftp"],
         ["--accept-data-loss"],  # files: nothing to accept
+        # A continuous job would skip every later loss too.
+        [
+            "--source",
+            "kafka",
+            "--bootstrap-servers",
+            "h:9",
+            "--accept-data-loss",
+            "--trigger-interval",
+            "5",
+        ],
     ):
         with pytest.raises(SystemExit):
             ingest.parse_args(bad)
@@ -432,3 +442,7 @@ def test_command_line_validation() -> None:
     assert not options.accept_data_loss
     kafka = ["--source", "kafka", "--bootstrap-servers", "127.0.0.1:9", "--accept-data-loss"]
     assert ingest.parse_args(kafka).accept_data_loss
+    with pytest.raises(ValueError, match="for one run"):
+        ingest.IngestOptions(
+            source="kafka", bootstrap_servers="h:9", once=False, accept_data_loss=True
+        )

@@ -296,14 +296,11 @@ def describe_batch(frame) -> tuple[int, str]:
 
 
 def append(spark, table: str, frame) -> None:
-    """Appends a batch in one commit; a new input table is created as Bronze's are (row
-    tracking: the models' window is the rows' commit version; no deletion vectors)."""
+    """Appends a batch in one commit, laid out as Bronze (`bronze.append_as_bronze`:
+    the models' window is the rows' commit version)."""
     from python_jobs import bronze
 
-    frame = frame.drop("row", "k", "kind")
-    if not spark.catalog.tableExists(table):
-        bronze.create_catalog_table(spark, table, frame.schema)
-    frame.write.format("delta").mode("append").saveAsTable(table)
+    bronze.append_as_bronze(frame.drop("row", "k", "kind"), table)
 
 
 def check(spark, input_table: str, table: str, rows_too: bool) -> tuple[int, int, int]:

@@ -873,17 +873,23 @@ def register_tables(spark: SparkSession, topics: list[Topic]) -> None:
                 raise
 
 
-def create_catalog_table(spark: SparkSession, table: str, schema: StructType) -> None:
-    """Create the catalog table `table` (`schema.name`), empty, laid out as a Bronze
-    table is for its readers (row tracking, no deletion vectors) but open to any write:
-    the input of a benchmark or a test that stands in for Bronze. Every column nullable,
-    as an append would have made them, whatever the first frame's schema says."""
-    properties = {**ROW_TRACKING, **APPENDED_ONLY}
-    nullable = StructType([StructField(f.name, f.dataType, True, f.metadata) for f in schema])
-    builder = DeltaTable.createIfNotExists(spark).tableName(table).addColumns(nullable)
-    for key, value in properties.items():
-        builder = builder.property(key, value)
-    builder.execute()
+def append_as_bronze(frame: DataFrame, table: str, merge_schema: bool = False) -> None:
+    """Append `frame` to the catalog table `table` (`schema.name`) in one commit; a new
+    table is first created empty, laid out as a Bronze table is for its readers (row
+    tracking: each row's commit version; no deletion vectors) but open to any write,
+    every column nullable: the input of a benchmark or a test that stands in for
+    Bronze."""
+    spark = frame.sparkSession
+    if not spark.catalog.tableExists(table):
+        fields = [StructField(f.name, f.dataType, True, f.metadata) for f in frame.schema]
+        builder = DeltaTable.createIfNotExists(spark).tableName(table)
+        builder = builder.addColumns(StructType(fields))
+        for key, value in {**ROW_TRACKING, **APPENDED_ONLY}.items():
+            builder = builder.property(key, value)
+        builder.execute()
+    frame.write.format("delta").mode("append").option(
+        "mergeSchema", str(merge_schema).lower()
+    ).saveAsTable(table)
 
 
 def ensure_table(spark: SparkSession, topic: Topic) -> bool:

@@ -458,8 +458,8 @@ class BatchWriter:
         path = self._pin_file(batch_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        pinned = {"max_record_bytes": pin.max_record_bytes, "kind": pin.topic.kind}
-        tmp.write_text(json.dumps({**pinned, "key": list(pin.topic.key)}))
+        limit, kind, key = pin.max_record_bytes, pin.topic.kind, list(pin.topic.key)
+        tmp.write_text(json.dumps({"max_record_bytes": limit, "kind": kind, "key": key}))
         tmp.rename(path)
         for old in path.parent.glob("batch-*.json"):
             if int(old.stem.split("-")[1]) < batch_id - 100:

@@ -118,18 +118,12 @@ def ingested_records(spark, topic: str, table: str) -> list[tuple[str, int, str]
 
 
 def append_with_commit_versions(frame, table: str, merge_schema: bool = False) -> None:
-    """Appends `frame` to the Delta table `table` in one commit, creating it first as
-    Bronze tables are (row tracking on, no deletion vectors), so that models over it
-    read each row's commit version (`_metadata.row_commit_version`) like staging models
-    read Bronze's."""
+    """Appends `frame` to the Delta table `table` in one commit, laid out as Bronze
+    (`bronze.append_as_bronze`), so that models over it read each row's commit version
+    (`_metadata.row_commit_version`) like staging models read Bronze's."""
     from python_jobs import bronze
 
-    spark = frame.sparkSession
-    if not spark.catalog.tableExists(table):
-        bronze.create_catalog_table(spark, table, frame.schema)
-    frame.write.format("delta").mode("append").option(
-        "mergeSchema", str(merge_schema).lower()
-    ).saveAsTable(table)
+    bronze.append_as_bronze(frame, table, merge_schema)
 
 
 def append_to_bronze(spark, topic_name: str, file_name: str, lines, ingested_at, batch: int):

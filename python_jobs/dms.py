@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, Window
@@ -103,6 +103,17 @@ class DmsLayout:
     @property
     def before_images(self) -> tuple[DmsColumn, ...]:
         return tuple(c for c in self.columns if c.role == "before_image")
+
+
+def layout_to_json(layout: DmsLayout) -> dict:
+    """The layout as JSON-ready values (a replay's pin: python_jobs/ingest.py)."""
+    return asdict(layout)
+
+
+def layout_from_json(values: dict) -> DmsLayout:
+    """The layout that :func:`layout_to_json` wrote."""
+    columns = tuple(DmsColumn(**column) for column in values["columns"])
+    return DmsLayout(**{**values, "columns": columns})
 
 
 def parse_layout(block: object, key: tuple[str, ...], where: str) -> DmsLayout:

@@ -443,23 +443,35 @@ class BatchWriter:
             return None
         pinned = json.loads(pin.read_text())
         limit = int(pinned["max_record_bytes"])
-        if self.topic.format in dms.FORMATS:
-            # Its key goes with its column layout, which is not pinned.
-            return _Pin(limit, self.topic)
-        # A pin written before kind and key were pinned keeps the registry's.
+        # A pin written before kind, key and layout were pinned keeps the registry's.
         kind = pinned.get("kind", self.topic.kind)
         key = tuple(pinned.get("key", self.topic.key))
-        return _Pin(limit, replace(self.topic, kind=kind, key=key))
+        layout = dms.layout_from_json(pinned["dms"]) if "dms" in pinned else self.topic.dms
+        topic = replace(self.topic, kind=kind, key=key, dms=layout)
+        if self.topic.format == "dms-parquet" and layout != self.topic.dms:
+            # The files are read with the registry's layout (the query's schema).
+            self.failure = (
+                f"{self.topic.topic}: batch {batch_id} is being replayed (the run before "
+                "stopped before committing it), and the topic's `dms:` layout in the "
+                f"registry differs from the one it was first read with ({pin}). A "
+                "Parquet topic's files are read with the registry's layout: put the "
+                "layout back for one run, which completes the batch, then change it. "
+                "Nothing of the batch was written by this run."
+            )
+            raise IngestError(self.failure)
+        return _Pin(limit, topic)
 
     def _pin(self, batch_id: int, pin: _Pin) -> None:
         """Record the batch's classification before its first append (atomically): the
-        size limit and the topic's kind and key (a DMS topic's key and layout are the
-        registry's: not pinned)."""
+        size limit, the topic's kind and key, and a DMS topic's column layout."""
         path = self._pin_file(batch_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         limit, kind, key = pin.max_record_bytes, pin.topic.kind, list(pin.topic.key)
-        tmp.write_text(json.dumps({"max_record_bytes": limit, "kind": kind, "key": key}))
+        values: dict[str, object] = {"max_record_bytes": limit, "kind": kind, "key": key}
+        if pin.topic.dms is not None:
+            values["dms"] = dms.layout_to_json(pin.topic.dms)
+        tmp.write_text(json.dumps(values))
         tmp.rename(path)
         for old in path.parent.glob("batch-*.json"):
             if int(old.stem.split("-")[1]) < batch_id - 100:

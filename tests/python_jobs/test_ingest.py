@@ -17,7 +17,7 @@ import pytest
 
 from python_jobs import bronze, ingest
 from python_jobs.spark import REPO_ROOT
-from python_jobs.topics import Topic
+from python_jobs.topics import Topic, load_topics
 from tests.helpers import bronze_records
 
 TOPIC = Topic(topic="test.events", kind="events", key=("id",), table="test_events")
@@ -280,6 +280,98 @@ def test_a_replayed_batch_keeps_the_topics_kind_and_key_of_its_first_run(
     ingest.run(_options(landing), topics=[as_cdc])
     dead = _table(spark, bronze.dead_letter_path()).collect()
     assert [(r._raw, r._error_reason, r._batch_id) for r in dead] == [('{"id":3}', "unknown_op", 1)]
+
+
+# A DMS topic of two columns; {columns} is its `dms:` block's list, in file order.
+DMS_REGISTRY = """
+topics:
+  - topic: shop.public.items
+    kind: cdc
+    format: {fmt}
+    key: [id]
+    table: shop_public_items
+    dms:
+      columns: [{columns}]
+"""
+
+
+def _dms_topic(directory: Path, fmt: str, columns: str) -> Topic:
+    registry = directory / f"topics-{fmt}-{len(list(directory.glob('topics-*')))}.yml"
+    registry.write_text(DMS_REGISTRY.format(fmt=fmt, columns=columns))
+    (topic,) = load_topics(registry)
+    return topic
+
+
+def _uncommit_first_batch(topic: Topic) -> Path:
+    """The crash between the batch's writes and its commit: the commit file goes."""
+    commits = ingest.checkpoint_dir(topic) / "commits"
+    (commits / "0").unlink()
+    (commits / ".0.crc").unlink(missing_ok=True)
+    return commits
+
+
+def test_a_replayed_dms_csv_batch_keeps_the_layout_of_its_first_run(
+    spark, clean_lakehouse, tmp_path
+) -> None:
+    """The registry swaps the order of a DMS CSV topic's columns between a crash and
+    the restart: the replayed batch is read with the layout of its first run (Bronze
+    rows, no dead letters of records already in Bronze); the next file with the new."""
+    landing = clean_lakehouse["landing"]
+    first = _dms_topic(tmp_path, "dms-csv", "id bigint, name string")
+    _land(landing, "LOAD00000001.csv", ["1,a", "2,b"], topic=first)
+    ingest.run(_options(landing), topics=[first])
+    commits = _uncommit_first_batch(first)
+    swapped = _dms_topic(tmp_path, "dms-csv", "name string, id bigint")
+    ingest.run(_options(landing), topics=[swapped])
+    assert (commits / "0").exists(), "the batch was not replayed"
+    assert _table(spark, bronze.dead_letter_path()).count() == 0
+    _land(landing, "LOAD00000002.csv", ["c,3", "4,d"], topic=swapped)
+    ingest.run(_options(landing), topics=[swapped])
+    bronze_rows = _table(spark, str(first.bronze_path)).orderBy("_source_file", "_line_number")
+    assert [(r._line_number, r._raw, r.record_key) for r in bronze_rows.collect()] == [
+        (1, "1,a", '{"id":"1"}'), (2, "2,b", '{"id":"2"}'), (1, "c,3", '{"id":"3"}'),
+    ]  # fmt: skip
+    dead = _table(spark, bronze.dead_letter_path()).collect()
+    assert [(r._raw, r._error_reason, r._batch_id) for r in dead] == [
+        ("4,d", "invalid_value", 1)
+    ]
+    assert _batches(spark, first) == [
+        (0, False, 2, 2, 0, 0, "files"), (1, False, 2, 1, 1, 0, "files"),
+    ]  # fmt: skip
+
+
+def test_a_replayed_dms_parquet_batch_with_another_layout_stops_until_it_is_put_back(
+    spark, clean_lakehouse, tmp_path
+) -> None:
+    """A Parquet topic's files are read with the registry's layout (the query's
+    schema): a replay under another layout stops with what to do, writing nothing;
+    with the layout put back, the batch completes once."""
+    landing = clean_lakehouse["landing"]
+    first = _dms_topic(tmp_path, "dms-parquet", "id bigint, name string")
+    directory = landing / first.topic
+    directory.mkdir(parents=True)
+    scratch = tmp_path / "LOAD00000001.parquet"
+    spark.createDataFrame([(1, "a"), (2, "b")], "id bigint, name string").coalesce(1) \
+        .write.parquet(str(scratch))  # fmt: skip
+    (part,) = scratch.glob("part-*.parquet")
+    part.rename(directory / "LOAD00000001.parquet")
+    ingest.run(_options(landing), topics=[first])
+    bronze_path = str(first.bronze_path)
+    versions = spark.sql(f"describe history delta.`{bronze_path}`").count()
+    commits = _uncommit_first_batch(first)
+    wider = _dms_topic(tmp_path, "dms-parquet", "id bigint, name string, note string")
+    with pytest.raises(ingest.IngestError, match=r"batch 0 is being replayed .* put the layout"):
+        ingest.run(_options(landing), topics=[wider])
+    assert not (commits / "0").exists()
+    assert spark.sql(f"describe history delta.`{bronze_path}`").count() == versions
+    assert not Path(bronze.dead_letter_path()).exists() or (
+        _table(spark, bronze.dead_letter_path()).count() == 0
+    )
+    ingest.run(_options(landing), topics=[first])
+    assert (commits / "0").exists()
+    rows = _table(spark, bronze_path).orderBy("_line_number").collect()
+    assert [(r._line_number, r.record_key) for r in rows] == [(1, '{"id":"1"}'), (2, '{"id":"2"}')]
+    assert _batches(spark, first) == [(0, False, 2, 2, 0, 0, "files")]
 
 
 def test_a_batch_after_the_source_logged_ahead_numbers_every_split_of_its_files(

@@ -10,6 +10,10 @@
     `cluster by`; not with `partition_by`), `tblproperties`, `location_root`; and
     `on_schema_change` (default `append_new_columns`: `_window_sync_columns`) and
     `grants` (applied at the end of every run, as dbt-spark does: `_window_end`).
+    With `window_prune_column` (a column of the model that is its input row's own
+    value, e.g. `_ingested_at`), `prune_input` is the one source the model reads
+    (through its views and ephemeral models), whose files a window's read skips
+    (`_window_open`).
 -#}
 {% macro _window_options(model, config, kind, exclude_default) -%}
     {%- set label = kind ~ " (model " ~ model.schema ~ '.' ~ model.alias ~ ")" -%}
@@ -26,6 +30,8 @@
         'location_root': config.get('location_root'),
         'on_schema_change': _window_schema_mode(model, config),
         'grants': config.get('grants'),
+        'prune_column': config.get('window_prune_column'),
+        'prune_input': none,
     } -%}
     {%- set schema_modes = ['append_new_columns', 'ignore', 'fail', 'sync_all_columns'] -%}
     {%- if options.on_schema_change not in schema_modes -%}
@@ -53,7 +59,43 @@
         {{ _cdc_config_error(label, "exclude_columns must be a list of column names, got '"
             ~ options.exclude_columns ~ "'") }}
     {%- endif -%}
+    {%- if options.prune_column is not none -%}
+        {%- if not (options.prune_column is string and options.prune_column | trim) -%}
+            {{ _cdc_config_error(label, "window_prune_column must be a column name, got "
+                ~ options.prune_column) }}
+        {%- endif -%}
+        {%- do options.update({'prune_input': _window_prune_input(model, label)}) -%}
+    {%- endif -%}
     {{ return(options) }}
+{%- endmacro %}
+
+{#- The one source upstream of `node` (through models of any materialization), as
+    `schema.identifier`; a config error when there are none or several: the window's
+    bound is computed from that table's commits. -#}
+{% macro _window_prune_input(node, label) -%}
+    {%- set found = [] -%}
+    {%- do _window_upstream_sources(node.depends_on.nodes, found, []) -%}
+    {%- if found | length != 1 -%}
+        {{ _cdc_config_error(label, "window_prune_column needs exactly one source upstream "
+            ~ "of the model (the table whose commits are its windows), found "
+            ~ (found | length) ~ (": " ~ found | join(', ') if found else "")) }}
+    {%- endif -%}
+    {{ return(found[0]) }}
+{%- endmacro %}
+
+{% macro _window_upstream_sources(ids, found, visited) -%}
+    {%- for id in ids if id not in visited -%}
+        {%- do visited.append(id) -%}
+        {%- if id.startswith('source.') and id in graph.sources -%}
+            {%- set source = graph.sources[id] -%}
+            {%- set name = source.schema ~ '.' ~ source.identifier -%}
+            {%- if name not in found -%}
+                {%- do found.append(name) -%}
+            {%- endif -%}
+        {%- elif id in graph.nodes -%}
+            {%- do _window_upstream_sources(graph.nodes[id].depends_on.nodes, found, visited) -%}
+        {%- endif -%}
+    {%- endfor -%}
 {%- endmacro %}
 
 {#- `on_schema_change` as the model sets it (in its SQL, YAML or dbt_project.yml), else

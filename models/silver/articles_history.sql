@@ -3,6 +3,7 @@
         materialized='cdc_history',
         unique_key=['article_id'],
         sequence_by=['_source_lsn', '_source_file', '_line_number', '_partition', '_offset'],
+        window_prune_column='_ingested_at',
         valid_from='_source_committed_at',
         tblproperties={'delta.enableChangeDataFeed': 'true'},
         exclude_columns=[

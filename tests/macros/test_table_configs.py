@@ -102,6 +102,12 @@ def test_conflicting_or_malformed_table_configs_fail_compilation(dbt) -> None:
             "on_schema_change must be one of append_new_columns, ignore, fail, "
             "sync_all_columns, got 'drop'"
         ),
+        "{'window_prune_column': ' '}": "window_prune_column must be a column name, got  ",
+        # The compiled query reads no source: nothing to bound its windows by.
+        "{'window_prune_column': '_ingested_at'}": (
+            "window_prune_column needs exactly one source upstream of the model (the table "
+            "whose commits are its windows), found 0"
+        ),
     }
     for config, message in cases.items():
         call = "_window_options(model, " + config + ", 'cdc_merge', [])"

@@ -14,15 +14,21 @@ job's own transforms (`append_to_bronze`), each call one commit, with the
 4. a build with nothing new changes no table;
 5. two writers append to each topic at the same moment (threads, Delta's optimistic
    concurrency), built: nothing is lost, nothing read twice;
-6. a backfill of step 5's execution time gives the same tables.
+6. a backfill of step 5's execution time gives the same tables;
+7. Bronze compacted (OPTIMIZE), then a new commit: read, with every file of the table.
 
 Each step states the rows the tables must hold; the run log's windows are the Bronze
-commit versions.
+commit versions. The models set `window_prune_column: _ingested_at`: each window's read
+skips the Bronze files committed before it (by their `_ingested_at` statistics, bounded
+by the smallest value among the window's commits), which each run logs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 import threading
 from datetime import UTC, datetime
 
@@ -91,14 +97,40 @@ def recorded_versions(spark) -> dict[str, tuple]:
     return recorded
 
 
+def files_scanned(spark, table: str, predicate: str) -> int:
+    """The files of `table` a query with the window predicate `predicate` scans (the
+    scan's `numFiles`, after Delta's data skipping)."""
+    frame = spark.sql(
+        f"select * from (select *, _metadata.row_commit_version as _bronze_version from {table})"
+        f" where {predicate}"
+    )
+    frame.collect()
+    found = []
+
+    def walk(node) -> None:
+        if "Scan" in node.nodeName() and node.metrics().contains("numFiles"):
+            found.append(int(node.metrics().apply("numFiles").value()))
+        children = node.children()
+        for index in range(children.size()):
+            walk(children.apply(index))
+
+    walk(frame._jdf.queryExecution().executedPlan())
+    (count,) = found
+    return count
+
+
 @pytest.fixture(scope="module")
 def steps(spark, dbt):
     from tests.helpers import reset_lakehouse
 
     def build(execution_time: str, views: str = "") -> None:
         variables = json.dumps({"execution_time": execution_time})
-        dbt("run", "--select", *f"{MODELS} {views}".split(), "--vars", variables)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            dbt("run", "--select", *f"{MODELS} {views}".split(), "--vars", variables)
         seen.setdefault("recorded", []).append(recorded_versions(spark))
+        reads = re.findall(r"\w+: the window of (\S+) (reads .*)", out.getvalue())
+        seen.setdefault("reads", []).append(dict(reads))
 
     def state() -> dict:
         return {
@@ -166,6 +198,27 @@ def steps(spark, dbt):
     # 6. A backfill of step 5's window: restored to before it, then read again.
     build("2024-10-07T10:45:00")
     seen[6] = state()
+    # The files that step 5's read of Bronze users scans, and the table's.
+    users_bronze = "bronze.blog_public_users"
+    window = "`_bronze_version` > 3 and `_bronze_version` <= 5"
+    low = "`_ingested_at` >= cast('2024-10-07 10:31:00' as timestamp)"
+    seen["files"] = {
+        "window": files_scanned(spark, users_bronze, window),
+        "bounded": files_scanned(spark, users_bronze, f"{window} and {low}"),
+        "of its commits": spark.sql(
+            f"select count(distinct _metadata.file_path) from {users_bronze} "
+            "where _metadata.row_commit_version in (4, 5)"
+        ).first()[0],
+        "of the table": spark.sql(
+            f"select count(distinct _metadata.file_path) from {users_bronze}"
+        ).first()[0],
+    }
+    # 7. Bronze users compacted, then one more commit: not only appends since the
+    # window's start, so the read takes every file.
+    spark.sql(f"optimize {users_bronze}")
+    commit(USERS, "u-z.json", [user("u", 400, "2024-10-07T10:46:00", 3, plan="pro")], at(10, 50), 3)
+    build("2024-10-07T10:55:00")
+    seen[7] = state()
     return seen
 
 
@@ -209,7 +262,7 @@ def test_each_run_records_the_versions_its_tables_have_after_it(steps) -> None:
     """A table the run did not write (the tombstones, with no delete in the window; a
     quarantine with nothing quarantined) is recorded at its base version without its
     history being read again: still the version it has."""
-    assert len(steps["recorded"]) == 6
+    assert len(steps["recorded"]) == 7
     for recorded in steps["recorded"]:
         for (_, after, _, side_after), now in recorded.values():
             assert (after, side_after) == now
@@ -260,3 +313,55 @@ def test_only_the_tables_a_merge_rewrites_have_deletion_vectors(steps, spark) ->
         "silver.visits",
         "silver.visits__quarantine",
     }
+
+
+def read(start: int, end: int, low: str | None, table: str = "bronze.blog_public_users") -> str:
+    bound = f"`_ingested_at` >= cast('2024-10-07 {low}:00' as timestamp)" if low else "false"
+    return (
+        f"reads the files of {table} where `_bronze_version` > {start} and "
+        f"`_bronze_version` <= {end} and {bound}"
+    )
+
+
+def test_each_window_reads_only_the_files_of_its_commits(steps) -> None:
+    """From the second run on, each window's read is bounded by its commits (the first
+    reads everything): the smallest `_ingested_at` among them, however old (step 3's
+    10:01), and nothing at all when nothing was committed (step 4)."""
+
+    def reads(start, end, low, visits_low="same"):
+        visits_low = low if visits_low == "same" else visits_low
+        return {
+            "silver.users": read(start, end, low),
+            "silver.users_history": read(start, end, low),
+            "silver.visits": read(start, end, visits_low, "bronze.blog_visits"),
+        }
+
+    assert steps["reads"][:6] == [
+        {},
+        reads(1, 2, "10:05"),
+        reads(2, 3, "10:01"),
+        reads(3, 3, None),
+        reads(3, 5, "10:31"),
+        reads(3, 5, "10:31"),
+    ]
+    # Step 5's bound: Delta skips the files of the three earlier commits.
+    files = steps["files"]
+    assert files["window"] == files["of the table"] > files["of its commits"] > 0
+    assert files["bounded"] == files["of its commits"]
+
+
+def test_a_window_after_a_compaction_reads_every_file_and_loses_nothing(steps) -> None:
+    every_file = (
+        "reads every file of bronze.blog_public_users: a OPTIMIZE at version 6, not an append"
+    )
+    assert steps["reads"][6] == {
+        "silver.users": every_file,
+        "silver.users_history": every_file,
+        "silver.visits": read(5, 5, None, "bronze.blog_visits"),
+    }
+    expected = dict(steps[5])
+    expected["users"] = [(1, "team"), (2, "team"), (3, "pro"), (4, "pro")]
+    expected["history"] = sorted([*steps[5]["history"], (3, "pro", True)])
+    expected["history"].remove((3, "free", True))
+    expected["history"] = sorted([*expected["history"], (3, "free", False)])
+    assert steps[7] == expected

@@ -15,6 +15,7 @@
     alias='bench_cdc_history_' ~ var('bench_scale') ~ 'x',
     unique_key=['id'],
     sequence_by=['lsn'],
+    window_prune_column='_ingested_at',
     valid_from='timestamp_millis(1728259200000 + (lsn div 1000000000000) * 3600000'
         ~ ' + lsn % 1000000000000 % 3600000)',
     exclude_columns=['op', 'lsn', '_ingested_at', '_bronze_version'],

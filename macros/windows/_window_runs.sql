@@ -178,70 +178,22 @@
             ~ options.prune_input ~ ": " ~ bound.reason, info=true) }}
         {{ return(window) }}
     {%- endif -%}
-    {%- set conditions = [_window_range(plan.start, bound.end, options.window_column, true).predicate] -%}
-    {%- if bound.low is none -%}
-        {%- do conditions.append('false') -%}
-    {%- else -%}
-        {%- do conditions.append('`' ~ options.prune_column ~ '` >= ' ~ bound.low) -%}
-    {%- endif -%}
+    {%- set conditions = [_window_range(plan.start, bound.end, options.window_column, true).predicate,
+                          bound.predicate] -%}
     {{ log(options.kind ~ ": the window of " ~ options.model ~ " reads the files of "
         ~ options.prune_input ~ " where " ~ conditions | join(' and '), info=true) }}
     {%- do window.update({'predicate': conditions | join(' and ')}) -%}
     {{ return(window) }}
 {%- endmacro %}
 
-{#-
-    The bound that lets a window's read skip the input's files (`window_prune_column`):
-    the input's commits after the window's start, up to its newest (`end`; a re-run: its
-    recorded end), hold rows whose `prune_column` is at least `low` (the smallest of them,
-    read from the input's change data feed, as a literal; none: they hold no rows), so
-    `window_column` in (start, end] and `prune_column >= low` selects the same rows as
-    the window, and Delta skips every file whose statistics show values below `low`
-    (the files committed earlier, unless a writer's clock ran behind). Only when every
-    commit since the start is an append whose change feed is readable; otherwise
-    `reason` says why not, and the window reads every file.
--#}
+{#- The bound of a window's read (`_delta_commit_bound` of its input's commits since the
+    window's start; a re-run: up to its recorded end). -#}
 {% macro _window_bound(options, plan) -%}
-    {%- set input = options.prune_input -%}
-    {%- set history = run_query("describe history " ~ input ~ " limit 100") -%}
-    {%- set current = history[0]['version'] | int -%}
-    {%- set end = plan.end if plan.kind == 'rerun' else current -%}
-    {%- if end is none -%}
+    {%- if plan.kind == 'rerun' and plan.end is none -%}
         {{ return({'reason': 'the re-run window has no recorded end'}) }}
-    {%- elif current < plan.start -%}
-        {{ return({'reason': 'the table is at version ' ~ current ~ ', before the window start'}) }}
-    {%- elif current - plan.start >= history | length -%}
-        {{ return({'reason': 'more than ' ~ (history | length - 1) ~ ' commits since the window start'}) }}
     {%- endif -%}
-    {%- for row in history if row['version'] | int > plan.start -%}
-        {%- if not (row['operation'] in ('WRITE', 'STREAMING UPDATE')
-                and 'Append' in row['operationParameters'] | string) -%}
-            {{ return({'reason': 'a ' ~ row['operation'] ~ ' at version ' ~ row['version']
-                ~ ', not an append'}) }}
-        {%- endif -%}
-    {%- endfor -%}
-    {%- set properties = {} -%}
-    {%- for row in run_query("show tblproperties " ~ input) -%}
-        {%- do properties.update({row[0]: row[1]}) -%}
-    {%- endfor -%}
-    {%- if properties.get('delta.enableChangeDataFeed', 'false') | lower != 'true' -%}
-        {{ return({'reason': 'no change data feed'}) }}
-    {%- endif -%}
-    {%- if end <= plan.start -%}
-        {{ return({'reason': '', 'end': end, 'low': none}) }}
-    {%- endif -%}
-    {%- set column = '`' ~ options.prune_column ~ '`' -%}
-    {%- set row = run_query("select count(*), count(" ~ column ~ "), typeof(min(" ~ column
-        ~ ")), cast(min(" ~ column ~ ") as string) from table_changes('" ~ input ~ "', "
-        ~ (plan.start + 1) ~ ", " ~ end ~ ")")[0] -%}
-    {%- if row[0] | int == 0 -%}
-        {{ return({'reason': '', 'end': end, 'low': none}) }}
-    {%- elif row[1] | int < row[0] | int -%}
-        {{ return({'reason': (row[0] - row[1]) ~ ' rows committed since the window start have no '
-            ~ options.prune_column}) }}
-    {%- endif -%}
-    {{ return({'reason': '', 'end': end,
-        'low': "cast('" ~ row[3] | replace("'", "\\'") ~ "' as " ~ row[2] ~ ")"}) }}
+    {{ return(_delta_commit_bound(options.prune_input, options.prune_column, plan.start,
+        plan.end if plan.kind == 'rerun' else none)) }}
 {%- endmacro %}
 
 {#- The window once its rows are read (`newest`: the greatest window value among

@@ -13,8 +13,9 @@
     in the source reaches Bronze untouched; one that no staging model decodes is schema
     drift, listed by ops.schema_drift, shown by the report, warned about by its test.
     Each run reads only the Bronze rows committed after the newest commit it read for
-    the topic (`_metadata.row_commit_version`, as the windowed models do): its cost
-    follows the new rows, and ingestion pays nothing. A topic whose staging model does
+    the topic (`_metadata.row_commit_version`, as the windowed models do), and only the
+    files of those commits (`_delta_commit_bound`): its cost follows the new rows, and
+    ingestion pays nothing. A topic whose staging model does
     not exist yet is left for a later run. -#}
 
 {%- set cdc_topics = [
@@ -50,18 +51,31 @@
     if decoded_cases else 'cast(null as boolean)' -%}
 {%- set detected_at = "cast('" ~ run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f') ~ "' as timestamp)" -%}
 
-{#- Per topic: the rows committed after the newest commit read (all on the first run);
-    none while its staging model does not exist. -#}
+{#- Per topic: the rows committed after the newest commit read (all on the first run),
+    reading only the files of those commits where the bound is exact
+    (`_delta_commit_bound`); none while its staging model does not exist. -#}
+{%- set last_read = {} -%}
+{%- if execute and is_incremental() -%}
+    {%- for row in run_query("select topic, max(last_seen_bronze_version) from " ~ this
+            ~ " group by topic") -%}
+        {%- do last_read.update({row[0]: row[1]}) -%}
+    {%- endfor -%}
+{%- endif -%}
 {%- set conditions = {} -%}
 {%- for topic, bronze, staging in cdc_topics -%}
+    {%- set start = last_read.get(topic) -%}
     {%- if topic not in decoded -%}
         {%- do conditions.update({topic: 'false'}) -%}
-    {%- elif is_incremental() -%}
-        {%- do conditions.update({topic: bronze_commit_version() ~ ' > (select coalesce('
-            ~ 'max(last_seen_bronze_version), -1) from ' ~ this ~ " where topic = '"
-            ~ topic ~ "')"}) -%}
-    {%- else -%}
+    {%- elif start is none -%}
         {%- do conditions.update({topic: 'true'}) -%}
+    {%- else -%}
+        {%- set condition = [bronze_commit_version() ~ ' > ' ~ start] -%}
+        {%- set bound = _delta_commit_bound(bronze, '_ingested_at', start | int) -%}
+        {%- if not bound.reason -%}
+            {%- do condition.append(bronze_commit_version() ~ ' <= ' ~ bound.end) -%}
+            {%- do condition.append(bound.predicate) -%}
+        {%- endif -%}
+        {%- do conditions.update({topic: condition | join(' and ')}) -%}
     {%- endif -%}
 {%- endfor %}
 

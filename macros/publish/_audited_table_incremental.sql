@@ -113,18 +113,13 @@
     {%- if replace -%}
         {%- do plan.update({'reason': 'a new table, a full refresh or a changed contract'}) -%}
     {%- else -%}
-        {%- for row in run_query("show tblproperties " ~ target) -%}
-            {%- do recorded.update({row[0]: row[1]}) -%}
-        {%- endfor -%}
+        {%- do recorded.update(_delta_properties(target)) -%}
     {%- endif -%}
     {%- for input in incremental.inputs -%}
         {%- set relation = ref(input.model) -%}
         {%- set described = run_query("describe detail " ~ relation)[0] -%}
         {%- set detail = {'id': described['id'], 'location': described['location'],
-            'properties': {}} -%}
-        {%- for row in run_query("show tblproperties " ~ relation) -%}
-            {%- do detail.properties.update({row[0]: row[1]}) -%}
-        {%- endfor -%}
+            'properties': _delta_properties(relation)} -%}
         {%- set history = run_query("describe history " ~ relation ~ " limit 100") -%}
         {%- set current = history[0]['version'] | int -%}
         {%- set state = {'from': none} -%}
@@ -264,10 +259,7 @@
         {%- endfor -%}
     {%- endif -%}
     {%- if wanted -%}
-        {%- set current = {} -%}
-        {%- for row in run_query("show tblproperties " ~ target) -%}
-            {%- do current.update({row[0]: row[1]}) -%}
-        {%- endfor -%}
+        {%- set current = _delta_properties(target) -%}
         {%- set differing = {} -%}
         {%- for key, value in wanted.items() if current.get(key) != value | string -%}
             {%- do differing.update({key: value}) -%}

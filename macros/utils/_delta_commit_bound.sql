@@ -30,11 +30,7 @@
                 ~ ', not an append'}) }}
         {%- endif -%}
     {%- endfor -%}
-    {%- set properties = {} -%}
-    {%- for row in run_query("show tblproperties " ~ relation) -%}
-        {%- do properties.update({row[0]: row[1]}) -%}
-    {%- endfor -%}
-    {%- if properties.get('delta.enableChangeDataFeed', 'false') | lower != 'true' -%}
+    {%- if _delta_properties(relation).get('delta.enableChangeDataFeed', 'false') | lower != 'true' -%}
         {{ return({'reason': 'no change data feed'}) }}
     {%- endif -%}
     {%- if end <= start -%}

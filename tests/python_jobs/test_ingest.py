@@ -19,6 +19,7 @@ from python_jobs import bronze, ingest
 from python_jobs.spark import REPO_ROOT
 from python_jobs.topics import Topic, load_topics
 from tests.helpers import bronze_records
+from tests.python_jobs.test_dms import ENTRY
 
 TOPIC = Topic(topic="test.events", kind="events", key=("id",), table="test_events")
 _SECONDS = itertools.count()
@@ -282,17 +283,9 @@ def test_a_replayed_batch_keeps_the_topics_kind_and_key_of_its_first_run(
     assert [(r._raw, r._error_reason, r._batch_id) for r in dead] == [('{"id":3}', "unknown_op", 1)]
 
 
-# A DMS topic of two columns; {columns} is its `dms:` block's list, in file order.
-DMS_REGISTRY = """
-topics:
-  - topic: shop.public.items
-    kind: cdc
-    format: {fmt}
-    key: [id]
-    table: shop_public_items
-    dms:
-      columns: [{columns}]
-"""
+# A DMS topic (test_dms's registry entry) of two columns; {columns}: its list, in
+# file order.
+DMS_REGISTRY = ENTRY + "      columns: [{columns}]\n"
 
 
 def _dms_topic(directory: Path, fmt: str, columns: str) -> Topic:

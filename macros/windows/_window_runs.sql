@@ -164,7 +164,9 @@
     versions). Before reading, a new window is open-ended (`_window_open`: every row
     committed after `start`); its end is the newest commit among the rows it read
     (`_window_close`), so the input is scanned once per run. A re-run reads its
-    recorded window again.
+    recorded window again. With `window_prune_column`, the read is also bounded by the
+    input's own commits since `start` (`_window_bound`): it ends at the input's newest
+    version and skips the files committed before the window.
 -#}
 {% macro _window_open(plan, options) -%}
     {%- set window = _window_range(plan.start, plan.end if plan.kind == 'rerun' else none,

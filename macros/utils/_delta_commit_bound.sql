@@ -12,14 +12,16 @@
     writer's clock ran behind. Or {'reason': why not}, when the bound would not be
     exact: a commit since `start` that is not an append, more than 99 of them, no
     change data feed, or rows without a value of `column`; the caller then reads
-    every file.
+    every file. `behind` is true when the table is at a version before `start` (it was
+    made again: a table's versions never go back).
 -#}
 {% macro _delta_commit_bound(relation, column, start, end=none) -%}
     {%- set history = run_query("describe history " ~ relation ~ " limit 100") -%}
     {%- set current = history[0]['version'] | int -%}
     {%- set end = current if end is none else end -%}
     {%- if current < start -%}
-        {{ return({'reason': 'the table is at version ' ~ current ~ ', before the window start'}) }}
+        {{ return({'reason': 'the table is at version ' ~ current ~ ', before the window start '
+            ~ start, 'behind': true}) }}
     {%- elif current - start >= history | length -%}
         {{ return({'reason': 'more than ' ~ (history | length - 1) ~ ' commits since the window start'}) }}
     {%- endif -%}

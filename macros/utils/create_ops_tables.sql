@@ -21,6 +21,8 @@
         {%- set existing = _catalog_tables([schema])[schema | lower] -%}
         {%- if _window_log_relation().split('.')[-1] not in existing -%}
             {%- do _window_log_ensure(_window_log_relation()) -%}
+        {%- else -%}
+            {%- do _window_log_migrate(_window_log_relation()) -%}
         {%- endif -%}
         {%- if _filter_stats_relation().split('.')[-1] not in existing -%}
             {%- do _filter_stats_ensure() -%}

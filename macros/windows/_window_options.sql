@@ -10,10 +10,12 @@
     `cluster by`; not with `partition_by`), `tblproperties`, `location_root`; and
     `on_schema_change` (default `append_new_columns`: `_window_sync_columns`) and
     `grants` (applied at the end of every run, as dbt-spark does: `_window_end`).
-    With `window_prune_column` (a column of the model that is its input row's own
-    value, e.g. `_ingested_at`), `prune_input` is the one source the model reads
-    (through its views and ephemeral models), whose files a window's read skips
-    (`_window_open`).
+    `input` is the one source the model reads (through its views and ephemeral
+    models), none when it reads several or none: the table whose commits are its
+    windows, whose identity each run records and checks (`_window_plan`). With
+    `window_prune_column` (a column of the model that is its input row's own value,
+    e.g. `_ingested_at`), `prune_input` is that source, whose files a window's read
+    skips (`_window_open`); a config error when there is no one source.
 -#}
 {% macro _window_options(model, config, kind, exclude_default) -%}
     {%- set label = kind ~ " (model " ~ model.schema ~ '.' ~ model.alias ~ ")" -%}
@@ -33,6 +35,8 @@
         'prune_column': config.get('window_prune_column'),
         'prune_input': none,
     } -%}
+    {%- set sources = _window_sources(model) -%}
+    {%- do options.update({'input': sources[0] if sources | length == 1 else none}) -%}
     {%- set schema_modes = ['append_new_columns', 'ignore', 'fail', 'sync_all_columns'] -%}
     {%- if options.on_schema_change not in schema_modes -%}
         {{ _cdc_config_error(label, "on_schema_change must be one of " ~ schema_modes
@@ -64,23 +68,23 @@
             {{ _cdc_config_error(label, "window_prune_column must be a column name, got "
                 ~ options.prune_column) }}
         {%- endif -%}
-        {%- do options.update({'prune_input': _window_prune_input(model, label)}) -%}
+        {%- if options.input is none -%}
+            {{ _cdc_config_error(label, "window_prune_column needs exactly one source upstream "
+                ~ "of the model (the table whose commits are its windows), found "
+                ~ (sources | length) ~ (": " ~ sources | join(', ') if sources else "")) }}
+        {%- endif -%}
+        {%- do options.update({'prune_input': options.input}) -%}
     {%- endif -%}
     {{ return(options) }}
 {%- endmacro %}
 
-{#- The one source upstream of `node` (through models of any materialization), as
-    `schema.identifier`; a config error when there are none or several: the window's
-    bound is computed from that table's commits. -#}
-{% macro _window_prune_input(node, label) -%}
+{#- The sources upstream of `node` (through models of any materialization), as
+    `schema.identifier`; none for a node without dependencies (a bare config). -#}
+{% macro _window_sources(node) -%}
     {%- set found = [] -%}
-    {%- do _window_upstream_sources(node.depends_on.nodes, found, []) -%}
-    {%- if found | length != 1 -%}
-        {{ _cdc_config_error(label, "window_prune_column needs exactly one source upstream "
-            ~ "of the model (the table whose commits are its windows), found "
-            ~ (found | length) ~ (": " ~ found | join(', ') if found else "")) }}
-    {%- endif -%}
-    {{ return(found[0]) }}
+    {%- do _window_upstream_sources((node.get('depends_on') or {}).get('nodes', []),
+        found, []) -%}
+    {{ return(found) }}
 {%- endmacro %}
 
 {% macro _window_upstream_sources(ids, found, visited) -%}

@@ -40,9 +40,26 @@
         ~ "restored_to_version bigint, base_version bigint not null, "
         ~ "side_base_version bigint not null, version_after bigint, "
         ~ "side_version_after bigint, change_rows bigint, quarantined_rows bigint, "
-        ~ "status string not null, recorded_at timestamp not null"
+        ~ "status string not null, recorded_at timestamp not null, "
+        ~ _window_log_input_column()
         ~ ") using delta " ~ _delta_tblproperties_clause(_appended_table_properties())
     ) -%}
+{%- endmacro %}
+
+{#- The run log's last column: the Delta table id of the model's input when the run
+    read it (`_window_plan`), null when the model has no one source. -#}
+{% macro _window_log_input_column() -%}
+    {{ return("input_id string comment 'Delta table id of the input the window was read from'") }}
+{%- endmacro %}
+
+{#- A run log made before it had `input_id` gets the column (on-run-start,
+    `create_ops_tables`): its older rows hold null, which no check compares. -#}
+{% macro _window_log_migrate(log) -%}
+    {%- set names = _cdc_describe(log) | map(attribute='name') | map('lower') | list -%}
+    {%- if 'input_id' not in names -%}
+        {%- do run_query("alter table " ~ log ~ " add columns ("
+            ~ _window_log_input_column() ~ ")") -%}
+    {%- endif -%}
 {%- endmacro %}
 
 {#- The run's execution time as `yyyy-MM-dd HH:mm:ss.ffffff` (UTC); default: now. -#}
@@ -79,7 +96,9 @@
     - an execution time that already ran is re-run: the table is restored to the latest
       version whose lineage ends where that execution's recorded window starts, and the
       same window is read again;
-    - an execution time earlier than the last one that never ran is refused.
+    - an execution time earlier than the last one that never ran is refused;
+    - if the input (`options.input`) is not the Delta table the lineage's runs read (its
+      table id, recorded with each run), the run is refused: `_window_input_recreated`.
 -#}
 {% macro _window_plan(log, options, execution_time, fresh) -%}
     {%- set fmt = _window_timestamp_format() -%}
@@ -88,7 +107,7 @@
         "select date_format(execution_time, '" ~ fmt ~ "'), status, window_start, "
         ~ "window_end, base_version, side_base_version, version_after, "
         ~ "side_version_after, run_kind, attempt_id, date_format(recorded_at, '" ~ fmt
-        ~ "') from " ~ log ~ " where model = '" ~ options.model ~ "'")
+        ~ "'), input_id from " ~ log ~ " where model = '" ~ options.model ~ "'")
         | sort(attribute='10,9', case_sensitive=true) -%}
     {%- set succeeded = {} -%}
     {%- for row in rows if row[1] == 'succeeded' -%}
@@ -106,6 +125,7 @@
             'base': row[4] | int, 'side_base': row[5] | int,
             'after': none if done is none else _window_point(done[6]),
             'side_after': none if done is none else _window_point(done[7]),
+            'input_id': row[11],
         }) -%}
     {%- endfor -%}
     {%- if not fresh and not rows -%}
@@ -115,7 +135,13 @@
         {%- do attempts.clear() -%}
     {%- endif -%}
     {%- set plan = {'kind': 'create' if fresh else 'incremental', 'start': none, 'end': none,
-                    'restore': none, 'later': []} -%}
+                    'restore': none, 'later': [], 'input_id': _window_input_id(options)} -%}
+    {%- for attempt in attempts
+            if attempt.input_id is not none and attempt.input_id != plan.input_id -%}
+        {{ _window_input_recreated(options, "its Delta table id was " ~ attempt.input_id
+            ~ " when the run of " ~ attempt.execution_time ~ " read it, and is "
+            ~ plan.input_id ~ " now") }}
+    {%- endfor -%}
     {%- set known = attempts | map(attribute='execution_time') | unique | list -%}
     {%- if execution_time in known -%}
         {%- set first = (attempts | selectattr('execution_time', 'equalto', execution_time) | list)[0] -%}
@@ -175,7 +201,9 @@
         {{ return(window) }}
     {%- endif -%}
     {%- set bound = _window_bound(options, plan) -%}
-    {%- if bound.reason -%}
+    {%- if bound.get('behind') -%}
+        {{ _window_input_recreated(options, bound.reason) }}
+    {%- elif bound.reason -%}
         {{ log(options.kind ~ ": the window of " ~ options.model ~ " reads every file of "
             ~ options.prune_input ~ ": " ~ bound.reason, info=true) }}
         {{ return(window) }}
@@ -231,7 +259,8 @@
         ~ _window_sql_point(window.start) ~ ", " ~ _window_sql_point(window.end) ~ ", "
         ~ ("null" if plan.restore is none else plan.restore[0]) ~ ", "
         ~ base ~ ", " ~ side_base ~ ", " ~ after ~ ", " ~ side_after ~ ", "
-        ~ changes ~ ", " ~ quarantined ~ ", '" ~ status ~ "', current_timestamp())"
+        ~ changes ~ ", " ~ quarantined ~ ", '" ~ status ~ "', current_timestamp(), "
+        ~ ("null" if plan.input_id is none else "'" ~ plan.input_id ~ "'") ~ ")"
     ) -%}
 {%- endmacro %}
 
@@ -288,6 +317,28 @@
     {%- do run_query('drop view if exists ' ~ changes) -%}
     {%- do persist_docs(target, model) -%}
     {%- do apply_grants(target, options.grants, should_revoke=options.revoke_grants) -%}
+{%- endmacro %}
+
+{#- The Delta table id of the model's input, none without one input. -#}
+{% macro _window_input_id(options) -%}
+    {%- if options.input is none -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {{ return(run_query("describe detail " ~ options.input)[0]['id']) }}
+{%- endmacro %}
+
+{#-
+    Refuses a run whose input is no longer the table its recorded windows are commit
+    versions of: the table was dropped and made again (e.g. re-ingested from scratch:
+    its versions begin again, so a window would read none of its rows, or only the
+    newest) or replaced (`create or replace`: a new table id). Nothing is written; one
+    full refresh rebuilds the model from the table as it is.
+-#}
+{% macro _window_input_recreated(options, detail) -%}
+    {{ _cdc_config_error(options.label, "its input " ~ options.input ~ " is not the table "
+        ~ "its windows were recorded on (" ~ detail ~ "): it was dropped and made again, "
+        ~ "or replaced, so its commit versions do not continue those windows. Rebuild "
+        ~ "the model from it once: dbt build --select " ~ model.name ~ " --full-refresh") }}
 {%- endmacro %}
 
 {#-

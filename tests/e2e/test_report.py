@@ -221,7 +221,7 @@ def write_stated_rows(spark) -> None:
         started = RUN_STARTED[invocation]
         return (
             f"('{model}', 'cdc_merge', '{invocation}', {sql_time(started)}, 'incremental', null, "
-            f"7, null, 1, 1, 2, 2, 5, 0, '{status}', {sql_time(recorded)})"
+            f"7, null, 1, 1, 2, 2, 5, 0, '{status}', {sql_time(recorded)}, null)"
         )
 
     spark.sql(

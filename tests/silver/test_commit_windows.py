@@ -29,6 +29,7 @@ import contextlib
 import io
 import json
 import re
+import shutil
 import threading
 from datetime import UTC, datetime
 
@@ -365,3 +366,120 @@ def test_a_window_after_a_compaction_reads_every_file_and_loses_nothing(steps) -
     expected["history"].remove((3, "free", True))
     expected["history"] = sorted([*expected["history"], (3, "free", False)])
     assert steps[7] == expected
+
+
+def failures(result) -> dict[str, str]:
+    """The models of a failed dbt run that failed, with dbt's message."""
+    return {r.node.name: r.message for r in result.result.results if r.status == "error"}
+
+
+def test_a_bronze_table_made_again_is_refused_until_a_full_refresh(steps, spark, dbt) -> None:
+    """Bronze users dropped with its files and written again from scratch (what a
+    re-ingestion does): its commit versions begin again, so the recorded windows (up to
+    version 7) would read none of its rows, or, once it passes version 7, only the
+    newest. Each run records its input's Delta table id; a run on another table is
+    refused, writing nothing, until a full refresh rebuilds the model from it. (Runs
+    recorded before the id was, null, fall back on the version: before the window's
+    start it is refused too.) Runs last in the module: it replaces Bronze users."""
+    from python_jobs.topics import load_topics
+
+    def run(*args: str, expect_fail: bool = False, at: str = "2024-10-07T11:00:00"):
+        variables = json.dumps({"execution_time": at})
+        return dbt("run", "--select", *args, "--vars", variables, expect_fail=expect_fail)
+
+    def table_id() -> str:
+        return spark.sql("describe detail bronze.blog_public_users").first()["id"]
+
+    def log_rows() -> int:
+        return spark.sql("select count(*) from ops.window_runs").first()[0]
+
+    old_id = table_id()
+    topic = next(t for t in load_topics() if t.topic == USERS)
+    shutil.rmtree(topic.bronze_path)
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    again = [
+        [user("c", 100, "2024-10-07T09:00:00", 1, plan="free")],
+        [user("c", 200, "2024-10-07T10:04:00", 2, plan="pro")],
+    ]
+    for batch, lines in enumerate(again):
+        append_to_bronze(spark, USERS, f"again-{batch}.json", lines, at(11, batch), batch)
+    new_id = table_id()
+    assert new_id != old_id
+    assert delta_version(spark, "bronze.blog_public_users") == 2
+    # users_history's log as a log from before the id was recorded.
+    spark.sql("update ops.window_runs set input_id = null where model = 'silver.users_history'")
+    unchanged = (versions(spark), log_rows())
+
+    refused = (
+        "its input bronze.blog_public_users is not the table its windows were recorded on "
+        "({}): it was dropped and made again, or replaced, so its commit versions do not "
+        "continue those windows"
+    )
+    full_refresh = "Rebuild the model from it once: dbt build --select {} --full-refresh"
+    message = failures(run("users", "users_history", expect_fail=True))
+    by_id = f"its Delta table id was {old_id} when the run of 2024-10-07 10:00:00.000000"
+    assert refused.format(f"{by_id} read it, and is {new_id} now") in message["users"]
+    assert full_refresh.format("users") in message["users"]
+    by_version = "the table is at version 2, before the window start 7"
+    assert refused.format(by_version) in message["users_history"]
+    assert full_refresh.format("users_history") in message["users_history"]
+    assert (versions(spark), log_rows()) == unchanged
+
+    # Past the recorded windows' end (version 7): the versions alone would read version 8.
+    # Five commits that only set a property (cheaper than appends), then an append.
+    for n in range(5):
+        spark.sql(f"alter table bronze.blog_public_users set tblproperties ('test.n' = '{n}')")
+    lines = [user("c", 300, "2024-10-07T11:00:00", 3, plan="team")]
+    append_to_bronze(spark, USERS, "again-2.json", lines, at(11, 2), 2)
+    assert delta_version(spark, "bronze.blog_public_users") == 8
+    message = failures(run("users", expect_fail=True))
+    assert refused.format(f"{by_id} read it, and is {new_id} now") in message["users"]
+    assert (versions(spark), log_rows()) == unchanged
+
+    run("users", "--full-refresh")
+    assert users(spark) == [(1, "free"), (2, "pro"), (3, "team")]
+    # The windows go on from the new table's versions, recording its id.
+    later = [user("u", 300, "2024-10-07T11:30:00", 1, plan="team")]
+    append_to_bronze(spark, USERS, "again-3.json", later, at(11, 30), 3)
+    run("users", at="2024-10-07T12:00:00")
+    assert users(spark) == [(1, "team"), (2, "pro"), (3, "team")]
+    recorded = spark.sql(
+        "select run_kind, window_start, window_end, input_id from ops.window_runs "
+        "where status = 'succeeded' and model = 'silver.users' "
+        "and execution_time >= '2024-10-07 11:00:00' order by recorded_at"
+    ).collect()
+    assert [tuple(r) for r in recorded] == [
+        ("create", None, 8, new_id),
+        ("incremental", 8, 9, new_id),
+    ]
+
+
+def test_a_run_log_from_before_the_input_id_gets_the_column(spark, dbt) -> None:
+    """A run log made before `input_id` existed (its 16 columns) gets the column from
+    on-run-start (`create_ops_tables` -> `_window_log_migrate`), null in its rows, once."""
+    log = "ops.window_runs_before_input_id"
+    spark.sql(f"drop table if exists {log}")
+    spark.sql(
+        f"create table {log} (model string not null, materialization string not null, "
+        "attempt_id string not null, execution_time timestamp not null, "
+        "run_kind string not null, window_start bigint, window_end bigint, "
+        "restored_to_version bigint, base_version bigint not null, "
+        "side_base_version bigint not null, version_after bigint, "
+        "side_version_after bigint, change_rows bigint, quarantined_rows bigint, "
+        "status string not null, recorded_at timestamp not null) using delta"
+    )
+    spark.sql(
+        f"insert into {log} values ('silver.users', 'cdc_merge', 'a', "
+        "timestamp'2024-10-07 10:00:00', 'create', null, 1, null, 0, 0, 1, 0, 1, 0, "
+        "'succeeded', timestamp'2024-10-07 10:00:01')"
+    )
+    for _ in range(2):
+        dbt("run-operation", "_window_log_migrate", "--args", json.dumps({"log": log}))
+    columns = spark.table(log).columns
+    assert columns[-2:] == ["recorded_at", "input_id"]
+    assert [tuple(r) for r in spark.sql(f"select model, input_id from {log}").collect()] == [
+        ("silver.users", None)
+    ]
+    # One schema change, then nothing: version 0 created, 1 the row, 2 the column.
+    assert delta_version(spark, log) == 2
+    spark.sql(f"drop table {log}")

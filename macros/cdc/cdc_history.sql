@@ -44,10 +44,11 @@
         re-run window replaces its own rows there. -#}
     {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
     {%- do plan.update({'restore': none}) -%}
+    {#- Before any write: opening the window may refuse the run (`_window_open`). -#}
+    {%- set window = _window_open(plan, options) -%}
     {%- set columns = _window_sync_columns([target, store], changes, columns, options) -%}
     {%- do columns.update({'tracked': _cdc_history_tracked(columns, options)}) -%}
 
-    {%- set window = _window_open(plan, options) -%}
     {%- set summary = _cdc_merge_read_batch(changes, batch, columns, options, window) -%}
     {%- set window = _window_close(window, plan, summary.newest) -%}
     {%- set run = _window_begin(log, options, execution_time, plan, window, target,

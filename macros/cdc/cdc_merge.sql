@@ -37,10 +37,11 @@
         {%- do _cdc_merge_create(target, tombstones, quarantine, changes, columns, options) -%}
     {%- endif -%}
     {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
+    {#- Before any write: opening the window may refuse the run (`_window_open`). -#}
+    {%- set window = _window_open(plan, options) -%}
     {%- do _window_restore(target, tombstones, plan, options) -%}
     {%- set columns = _window_sync_columns([target], changes, columns, options) -%}
 
-    {%- set window = _window_open(plan, options) -%}
     {%- set summary = _cdc_merge_read_batch(changes, batch, columns, options, window) -%}
     {%- set window = _window_close(window, plan, summary.newest) -%}
     {%- set run = _window_begin(log, options, execution_time, plan, window, target,

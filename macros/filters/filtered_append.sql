@@ -48,10 +48,11 @@
         ], options) -%}
     {%- endif -%}
     {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
+    {#- Before any write: opening the window may refuse the run (`_window_open`). -#}
+    {%- set window = _window_open(plan, options) -%}
     {%- do _window_restore(target, quarantine, plan, options) -%}
     {%- set columns = _window_sync_columns([target], changes, columns, options) -%}
 
-    {%- set window = _window_open(plan, options) -%}
     {%- do _cdc_cache(batch, filter_interceptor(
         "(select * from " ~ changes ~ " where " ~ window.predicate ~ ")",
         options.filters, options.filter_mode, options.label)) -%}

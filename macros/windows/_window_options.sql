@@ -14,8 +14,8 @@
     models), none when it reads several or none: the table whose commits are its
     windows, whose identity each run records and checks (`_window_plan`). With
     `window_prune_column` (a column of the model that is its input row's own value,
-    e.g. `_ingested_at`), `prune_input` is that source, whose files a window's read
-    skips (`_window_open`); a config error when there is no one source.
+    e.g. `_ingested_at`), a window's read skips the files of `input` committed before
+    it (`_window_open`); a config error when there is no one source.
 -#}
 {% macro _window_options(model, config, kind, exclude_default) -%}
     {%- set label = kind ~ " (model " ~ model.schema ~ '.' ~ model.alias ~ ")" -%}
@@ -33,7 +33,6 @@
         'on_schema_change': _window_schema_mode(model, config),
         'grants': config.get('grants'),
         'prune_column': config.get('window_prune_column'),
-        'prune_input': none,
     } -%}
     {%- set sources = _window_sources(model) -%}
     {%- do options.update({'input': sources[0] if sources | length == 1 else none}) -%}
@@ -73,7 +72,6 @@
                 ~ "of the model (the table whose commits are its windows), found "
                 ~ (sources | length) ~ (": " ~ sources | join(', ') if sources else "")) }}
         {%- endif -%}
-        {%- do options.update({'prune_input': options.input}) -%}
     {%- endif -%}
     {{ return(options) }}
 {%- endmacro %}

@@ -205,13 +205,13 @@
         {{ _window_input_recreated(options, bound.reason) }}
     {%- elif bound.reason -%}
         {{ log(options.kind ~ ": the window of " ~ options.model ~ " reads every file of "
-            ~ options.prune_input ~ ": " ~ bound.reason, info=true) }}
+            ~ options.input ~ ": " ~ bound.reason, info=true) }}
         {{ return(window) }}
     {%- endif -%}
     {%- set conditions = [_window_range(plan.start, bound.end, options.window_column, true).predicate,
                           bound.predicate] -%}
     {{ log(options.kind ~ ": the window of " ~ options.model ~ " reads the files of "
-        ~ options.prune_input ~ " where " ~ conditions | join(' and '), info=true) }}
+        ~ options.input ~ " where " ~ conditions | join(' and '), info=true) }}
     {%- do window.update({'predicate': conditions | join(' and ')}) -%}
     {{ return(window) }}
 {%- endmacro %}
@@ -222,7 +222,7 @@
     {%- if plan.kind == 'rerun' and plan.end is none -%}
         {{ return({'reason': 'the re-run window has no recorded end'}) }}
     {%- endif -%}
-    {{ return(_delta_commit_bound(options.prune_input, options.prune_column, plan.start,
+    {{ return(_delta_commit_bound(options.input, options.prune_column, plan.start,
         plan.end if plan.kind == 'rerun' else none)) }}
 {%- endmacro %}
 

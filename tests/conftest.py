@@ -136,27 +136,52 @@ def simulate() -> Callable[..., Path]:
     return run
 
 
+def _patch_statements(monkeypatch, pattern: str, change) -> Callable[[], None]:
+    """Test-only: every SQL statement dbt sends to Spark that matches `pattern` (a regex,
+    searched anywhere: dbt puts a query comment first) goes through `change(sql)`, which
+    returns the statement to run or raises. Returns the function that restores dbt's
+    own execution (the end of the test does too)."""
+    from dbt.adapters.spark.session import SessionConnectionWrapper
+
+    original = SessionConnectionWrapper.execute
+    compiled = re.compile(pattern, re.IGNORECASE | re.DOTALL)
+
+    def execute(self, sql: str, bindings=None):
+        return original(self, change(sql) if compiled.search(sql) else sql, bindings)
+
+    monkeypatch.setattr(SessionConnectionWrapper, "execute", execute)
+    return lambda: monkeypatch.setattr(SessionConnectionWrapper, "execute", original)
+
+
 @pytest.fixture()
 def fail_statement(monkeypatch) -> Callable[[str, str], Callable[[], None]]:
     """Test-only fault injection into in-process dbt (nothing in the project's macros):
     `disarm = fail_statement(pattern, message)` makes the first SQL statement dbt sends
-    to Spark that matches `pattern` (a regex, searched anywhere: dbt puts a query
-    comment first) fail, and every matching one after it, with "injected fault
-    <message>", before it runs; so a run dies between two writes.
+    to Spark that matches `pattern` fail, and every matching one after it, with
+    "injected fault <message>", before it runs; so a run dies between two writes.
     `disarm()` (or the end of the test) restores dbt's own execution."""
-    from dbt.adapters.spark.session import SessionConnectionWrapper
-
-    original = SessionConnectionWrapper.execute
 
     def arm(pattern: str, message: str) -> Callable[[], None]:
-        compiled = re.compile(pattern, re.IGNORECASE | re.DOTALL)
+        def fail(sql: str) -> str:
+            raise RuntimeError(f"injected fault {message}")
 
-        def execute(self, sql: str, bindings=None):
-            if compiled.search(sql):
-                raise RuntimeError(f"injected fault {message}")
-            return original(self, sql, bindings)
+        return _patch_statements(monkeypatch, pattern, fail)
 
-        monkeypatch.setattr(SessionConnectionWrapper, "execute", execute)
-        return lambda: monkeypatch.setattr(SessionConnectionWrapper, "execute", original)
+    return arm
+
+
+@pytest.fixture()
+def rewrite_statement(monkeypatch) -> Callable[[str, str, str], Callable[[], None]]:
+    """Test-only: `undo = rewrite_statement(pattern, old, new)` replaces `old` with `new`
+    in every SQL statement dbt sends that matches `pattern` (e.g. a writer whose clock
+    runs behind: `current_timestamp()` in the run log's inserts). `undo()` (or the end
+    of the test) restores dbt's own statements."""
+
+    def arm(pattern: str, old: str, new: str) -> Callable[[], None]:
+        def rewrite(sql: str) -> str:
+            assert old in sql, f"{old!r} is not in the statement {sql[:300]!r}"
+            return sql.replace(old, new)
+
+        return _patch_statements(monkeypatch, pattern, rewrite)
 
     return arm

@@ -12,7 +12,8 @@
     second writer appending to the same Bronze table lose nothing.
 
     Every attempt appends a `started` row (its window and the versions it starts from)
-    and, when it ends, a `succeeded` row with the versions it produced: appends only.
+    and, when it ends, a `succeeded` row with the versions it produced: appends only,
+    taken in the order the log committed them (row tracking), whatever the clocks say.
     A run that creates the table (the first run, a full refresh, a dropped table)
     starts a new lineage: the plan ignores older rows. A table version "ends its
     lineage at point w" when it holds exactly the windows up to w: the base of an
@@ -42,8 +43,17 @@
         ~ "side_version_after bigint, change_rows bigint, quarantined_rows bigint, "
         ~ "status string not null, recorded_at timestamp not null, "
         ~ _window_log_input_column()
-        ~ ") using delta " ~ _delta_tblproperties_clause(_appended_table_properties())
+        ~ ") using delta " ~ _delta_tblproperties_clause(_window_log_properties())
     ) -%}
+{%- endmacro %}
+
+{#- The run log's properties: appended only, with row tracking, so that each row's
+    `_metadata.row_commit_version` (the log's commit that appended it, kept through
+    OPTIMIZE) orders the attempts whatever the writers' clocks said (`_window_plan`). -#}
+{% macro _window_log_properties() -%}
+    {%- set properties = {'delta.enableRowTracking': 'true'} -%}
+    {%- do properties.update(_appended_table_properties()) -%}
+    {{ return(properties) }}
 {%- endmacro %}
 
 {#- The run log's last column: the Delta table id of the model's input when the run
@@ -52,13 +62,20 @@
     {{ return("input_id string comment 'Delta table id of the input the window was read from'") }}
 {%- endmacro %}
 
-{#- A run log made before it had `input_id` gets the column (on-run-start,
-    `create_ops_tables`): its older rows hold null, which no check compares. -#}
+{#- A run log made by an earlier version of the project (on-run-start,
+    `create_ops_tables`): without `input_id`, it gets the column, null in its older
+    rows, which no check compares; without row tracking, it gets it: Delta gives the
+    rows already there the commit version of that change, so they keep their order
+    among themselves (by `recorded_at`) and come before every row appended after. -#}
 {% macro _window_log_migrate(log) -%}
     {%- set names = _cdc_describe(log) | map(attribute='name') | map('lower') | list -%}
     {%- if 'input_id' not in names -%}
         {%- do run_query("alter table " ~ log ~ " add columns ("
             ~ _window_log_input_column() ~ ")") -%}
+    {%- endif -%}
+    {%- if _delta_properties(log).get('delta.enableRowTracking', 'false') | lower != 'true' -%}
+        {%- do run_query("alter table " ~ log ~ " set "
+            ~ _delta_tblproperties_clause({'delta.enableRowTracking': 'true'})) -%}
     {%- endif -%}
 {%- endmacro %}
 
@@ -102,13 +119,19 @@
 -#}
 {% macro _window_plan(log, options, execution_time, fresh) -%}
     {%- set fmt = _window_timestamp_format() -%}
-    {#- Ordered here, not by the query: a sort in Spark costs a second job. -#}
+    {#- In the order the log committed them (row tracking), not by `recorded_at`: a
+        writer's clock stepped back, or another host's running behind, would put a
+        later attempt before an earlier one, and the next window would start from the
+        wrong end. `recorded_at`, then `attempt_id`, only order rows of one commit
+        version (those a log had before it had row tracking). Ordered here, not by the
+        query: a sort in Spark costs a second job. -#}
     {%- set rows = run_query(
         "select date_format(execution_time, '" ~ fmt ~ "'), status, window_start, "
         ~ "window_end, base_version, side_base_version, version_after, "
         ~ "side_version_after, run_kind, attempt_id, date_format(recorded_at, '" ~ fmt
-        ~ "'), input_id from " ~ log ~ " where model = '" ~ options.model ~ "'")
-        | sort(attribute='10,9', case_sensitive=true) -%}
+        ~ "'), input_id, _metadata.row_commit_version from " ~ log
+        ~ " where model = '" ~ options.model ~ "'")
+        | sort(attribute='12,10,9', case_sensitive=true) -%}
     {%- set succeeded = {} -%}
     {%- for row in rows if row[1] == 'succeeded' -%}
         {%- do succeeded.update({row[9]: row}) -%}

@@ -156,3 +156,51 @@ def test_a_crash_between_the_two_writes_is_repaired_by_the_next_run(
     spark.sql(f"delete from ops.window_runs where model = '{MODEL}'")
     build(dbt, lakehouse_home, "2024-10-07T10:00:00")
     assert rows(spark) == [(B, "B"), (C, "C")]
+
+
+def test_runs_follow_the_logs_commits_whatever_the_clock_says(
+    spark, dbt, lakehouse_home, clean_lakehouse, rewrite_statement
+) -> None:
+    """A backfill recorded by a writer whose clock runs an hour behind (another host, or
+    a clock stepped back): its run-log rows carry the oldest `recorded_at` of all. The
+    next run still follows the backfill, the log's last commit: it reads from the end
+    of the backfilled window, so the window the backfill took out of the table (08:00's)
+    is merged again. Ordered by `recorded_at`, it would start after 08:00's window and
+    lose B for good."""
+    for schema in ("silver", "ops"):
+        spark.sql(f"create schema if not exists {schema}")
+    append_input(spark, "backfill", SCHEMA, [], 1)  # the input table, empty
+    ingest(spark, 6, 30, [(A, "c", 1, "A")])
+    build(dbt, lakehouse_home, "2024-10-07T07:00:00")
+    ingest(spark, 7, 30, [(B, "c", 2, "B")])
+    build(dbt, lakehouse_home, "2024-10-07T08:00:00")
+    assert rows(spark) == [(A, "A"), (B, "B")]
+
+    undo = rewrite_statement(
+        r"\binsert into\s+\S*window_runs\b",
+        "current_timestamp()",
+        "current_timestamp() - interval 1 hour",
+    )
+    build(dbt, lakehouse_home, "2024-10-07T07:00:00")
+    undo()
+    assert rows(spark) == [(A, "A")]
+    recorded = spark.sql(
+        "select date_format(execution_time, 'HH:mm') as at from ops.window_runs "
+        f"where model = '{MODEL}' and status = 'succeeded' order by recorded_at"
+    ).collect()
+    assert [r.at for r in recorded] == ["07:00", "07:00", "08:00"]
+
+    ingest(spark, 8, 30, [(C, "c", 3, "C")])
+    build(dbt, lakehouse_home, "2024-10-07T09:00:00")
+    assert rows(spark) == [(A, "A"), (B, "B"), (C, "C")]
+    windows = spark.sql(
+        "select date_format(execution_time, 'HH:mm') as at, window_start, window_end "
+        f"from ops.window_runs where model = '{MODEL}' and status = 'succeeded' "
+        "order by _metadata.row_commit_version"
+    ).collect()
+    assert [tuple(r) for r in windows] == [
+        ("07:00", None, 1),
+        ("08:00", 1, 2),
+        ("07:00", None, 1),
+        ("09:00", 1, 3),
+    ]

@@ -457,10 +457,13 @@ def test_a_bronze_table_made_again_is_refused_until_a_full_refresh(steps, spark,
     ]
 
 
-def test_a_run_log_from_before_the_input_id_gets_the_column(spark, dbt) -> None:
-    """A run log made before `input_id` existed (its 16 columns) gets the column from
-    on-run-start (`create_ops_tables` -> `_window_log_migrate`), null in its rows, once."""
+def test_a_run_log_from_an_earlier_version_gets_the_column_and_row_tracking(spark, dbt) -> None:
+    """A run log made before `input_id` and row tracking existed (its 16 columns) gets
+    both from on-run-start (`create_ops_tables` -> `_window_log_migrate`), once: the
+    column null in its rows, which all take the commit version of the change (so they
+    keep their order by `recorded_at`), and a row appended after comes after them."""
     log = "ops.window_runs_before_input_id"
+    spark.sql("create schema if not exists ops")
     spark.sql(f"drop table if exists {log}")
     spark.sql(
         f"create table {log} (model string not null, materialization string not null, "
@@ -483,6 +486,25 @@ def test_a_run_log_from_before_the_input_id_gets_the_column(spark, dbt) -> None:
     assert [tuple(r) for r in spark.sql(f"select model, input_id from {log}").collect()] == [
         ("silver.users", None)
     ]
-    # One schema change, then nothing: version 0 created, 1 the row, 2 the column.
-    assert delta_version(spark, log) == 2
+    properties = dict(spark.sql(f"show tblproperties {log}").collect())
+    assert properties["delta.enableRowTracking"] == "true"
+    # Changed once, then nothing: version 0 created, 1 the row, 2 the column, 3-5 row
+    # tracking (the protocol, the rows already there, the property).
+    history = spark.sql(f"describe history {log}").collect()
+    assert [(r.version, r.operation) for r in history][:4] == [
+        (5, "SET TBLPROPERTIES"),
+        (4, "ROW TRACKING BACKFILL"),
+        (3, "UPGRADE PROTOCOL"),
+        (2, "ADD COLUMNS"),
+    ]
+    spark.sql(
+        f"insert into {log} values ('silver.users', 'cdc_merge', 'b', "
+        "timestamp'2024-10-07 11:00:00', 'incremental', 1, 2, null, 1, 0, 2, 0, 1, 0, "
+        "'succeeded', timestamp'2024-10-07 09:00:00', null)"
+    )
+    ordered = spark.sql(
+        f"select attempt_id, _metadata.row_commit_version as v from {log} "
+        "order by _metadata.row_commit_version"
+    ).collect()
+    assert [tuple(r) for r in ordered] == [("a", 4), ("b", 6)]
     spark.sql(f"drop table {log}")

@@ -1,21 +1,26 @@
-"""Reads of a table only ever appended to, with and without deletion vectors.
+"""Reads of a table only ever appended to: with and without deletion vectors, and with
+row tracking.
 
     python -m bench.bench_table_features [--appends 40] [--rows 20] [--repeats 5] [--keep]
 
-Two Delta tables with the run log's columns (`ops.window_runs`) and the same rows, made
-by the same appends (`--appends` commits of `--rows` rows each): one created as every
-new table is (the session turns deletion vectors on: python_jobs/spark.py), one without
-them, as the tables only appended to are now created (`python_jobs.bronze.APPENDED_ONLY`,
-the macro `_appended_table_properties()`). For each, taking turns, `--repeats` times:
+Three Delta tables with the run log's columns (`ops.window_runs`) and the same rows,
+made by the same appends (`--appends` commits of `--rows` rows each): one created as
+every new table is (the session turns deletion vectors on: python_jobs/spark.py), one
+without them, as the tables only appended to are created (`python_jobs.bronze.APPENDED_ONLY`,
+the macro `_appended_table_properties()`), and one without them and with row tracking,
+as the run log is (`_window_log_properties()`), read in the order of its commits
+(`_metadata.row_commit_version`, as `_window_plan` orders the attempts). For each,
+taking turns, `--repeats` times:
 
     warm     the run log's read of one model's rows (a filter and a sort, collected),
              the table's snapshot already loaded
     appended the same read after one more append to the table (a new snapshot)
 
 Each prints its median wall time and the Spark jobs it ran (a job group per read).
-Checks (a failure makes the exit status 1): both tables return the same rows in every
-read. Everything lives in a scratch LAKEHOUSE_HOME under $LAKEHOUSE_HOME/tmp, deleted
-afterwards (`--keep` keeps it). A measurement, not a test.
+Checks (a failure makes the exit status 1): the tables return the same rows in every
+read (the row-tracked table's without its commit version). Everything lives in a
+scratch LAKEHOUSE_HOME under $LAKEHOUSE_HOME/tmp, deleted afterwards (`--keep` keeps
+it). A measurement, not a test.
 """
 
 from __future__ import annotations
@@ -40,8 +45,19 @@ TABLES = {
         "bench.log_without_dv",
         "tblproperties ('delta.enableDeletionVectors' = 'false')",
     ),
+    "without, row tracking (the run log)": (
+        "bench.log_row_tracking",
+        "tblproperties ('delta.enableDeletionVectors' = 'false', "
+        "'delta.enableRowTracking' = 'true')",
+    ),
 }
 READ = "select * from {table} where model = 'model_3' order by recorded_at, attempt_id"
+TABLE_PROPERTIES = dict(TABLES.values())
+# The row-tracked table in its commits' order (one commit per append, so the same order).
+READ_BY_COMMIT = (
+    "select *, _metadata.row_commit_version from {table} where model = 'model_3' "
+    "order by _metadata.row_commit_version, recorded_at, attempt_id"
+)
 
 
 def append(spark, table: str, commit: int, rows: int) -> None:
@@ -60,9 +76,12 @@ def timed_read(spark, table: str, group: str) -> tuple[float, int, list[tuple]]:
     context = spark.sparkContext
     context.setJobGroup(group, group)
     try:
+        by_commit = "enableRowTracking" in TABLE_PROPERTIES[table]
         started = time.monotonic()
-        rows = [tuple(r) for r in spark.sql(READ.format(table=table)).collect()]
+        query = (READ_BY_COMMIT if by_commit else READ).format(table=table)
+        rows = [tuple(r) for r in spark.sql(query).collect()]
         seconds = time.monotonic() - started
+        rows = [r[:-1] for r in rows] if by_commit else rows
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)
     return seconds, len(context.statusTracker().getJobIdsForGroup(group)), rows
@@ -85,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             for commit in range(args.appends):
                 append(spark, table, commit, args.rows)
         print(
-            f"two tables of {args.appends} appends of {args.rows} rows; "
+            f"{len(TABLES)} tables of {args.appends} appends of {args.rows} rows; "
             f"{args.repeats} reads of each kind, taking turns; {machine()}"
         )
         seen: dict[str, dict[str, list[tuple[float, int]]]] = {
@@ -120,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{label:<38}{kind:>10}{median:>10.3f}"
                     f"{'/'.join(map(str, jobs)):>6}{median / base:>11.2f}x"
                 )
-        print(f"\ncheck: both tables returned the same rows in every read: {mismatches == 0}")
+        print(f"\ncheck: the tables returned the same rows in every read: {mismatches == 0}")
         return 0 if mismatches == 0 else 1
 
 

@@ -18,9 +18,8 @@ taking turns, `--repeats` times:
 
 Each prints its median wall time and the Spark jobs it ran (a job group per read).
 Checks (a failure makes the exit status 1): the tables return the same rows in every
-read (the row-tracked table's without its commit version). Everything lives in a
-scratch LAKEHOUSE_HOME under $LAKEHOUSE_HOME/tmp, deleted afterwards (`--keep` keeps
-it). A measurement, not a test.
+read. Everything lives in a scratch LAKEHOUSE_HOME under $LAKEHOUSE_HOME/tmp, deleted
+afterwards (`--keep` keeps it). A measurement, not a test.
 """
 
 from __future__ import annotations
@@ -39,25 +38,24 @@ COLUMNS = (
     "base_version bigint not null, version_after bigint, status string not null, "
     "recorded_at timestamp not null"
 )
+# label: (table, its properties, the order the run log's read sorts it by)
+BY_TIME = "recorded_at, attempt_id"
 TABLES = {
-    "with deletion vectors (the default)": ("bench.log_with_dv", ""),
+    "with deletion vectors (the default)": ("bench.log_with_dv", "", BY_TIME),
     "without (appended only)": (
         "bench.log_without_dv",
         "tblproperties ('delta.enableDeletionVectors' = 'false')",
+        BY_TIME,
     ),
+    # In its commits' order (one commit per append, so the same order).
     "without, row tracking (the run log)": (
         "bench.log_row_tracking",
         "tblproperties ('delta.enableDeletionVectors' = 'false', "
         "'delta.enableRowTracking' = 'true')",
+        f"_metadata.row_commit_version, {BY_TIME}",
     ),
 }
-READ = "select * from {table} where model = 'model_3' order by recorded_at, attempt_id"
-TABLE_PROPERTIES = dict(TABLES.values())
-# The row-tracked table in its commits' order (one commit per append, so the same order).
-READ_BY_COMMIT = (
-    "select *, _metadata.row_commit_version from {table} where model = 'model_3' "
-    "order by _metadata.row_commit_version, recorded_at, attempt_id"
-)
+READ = "select * from {table} where model = 'model_3' order by {order}"
 
 
 def append(spark, table: str, commit: int, rows: int) -> None:
@@ -71,17 +69,14 @@ def append(spark, table: str, commit: int, rows: int) -> None:
     spark.sql(f"insert into {table} values {values}")
 
 
-def timed_read(spark, table: str, group: str) -> tuple[float, int, list[tuple]]:
+def timed_read(spark, table: str, order: str, group: str) -> tuple[float, int, list[tuple]]:
     """(seconds, Spark jobs, rows) of the run log's read."""
     context = spark.sparkContext
     context.setJobGroup(group, group)
     try:
-        by_commit = "enableRowTracking" in TABLE_PROPERTIES[table]
         started = time.monotonic()
-        query = (READ_BY_COMMIT if by_commit else READ).format(table=table)
-        rows = [tuple(r) for r in spark.sql(query).collect()]
+        rows = [tuple(r) for r in spark.sql(READ.format(table=table, order=order)).collect()]
         seconds = time.monotonic() - started
-        rows = [r[:-1] for r in rows] if by_commit else rows
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)
     return seconds, len(context.statusTracker().getJobIdsForGroup(group)), rows
@@ -99,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
         spark = get_spark()
         spark.sql("create database if not exists bench")
-        for table, properties in TABLES.values():
+        for table, properties, _ in TABLES.values():
             spark.sql(f"create table {table} ({COLUMNS}) using delta {properties}")
             for commit in range(args.appends):
                 append(spark, table, commit, args.rows)
@@ -115,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             for kind in ("warm", "appended"):
                 results = {}
-                for label, (table, _) in TABLES.items():
+                for label, (table, _, order) in TABLES.items():
                     if kind == "appended":
                         append(spark, table, commit, args.rows)
                     else:
-                        timed_read(spark, table, f"{table}-warmup-{repeat}")
-                    seconds, jobs, rows = timed_read(spark, table, f"{table}-{kind}-{repeat}")
+                        timed_read(spark, table, order, f"{table}-warmup-{repeat}")
+                    group = f"{table}-{kind}-{repeat}"
+                    seconds, jobs, rows = timed_read(spark, table, order, group)
                     seen[label][kind].append((seconds, jobs))
                     results[label] = rows
                 if kind == "appended":

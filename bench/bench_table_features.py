@@ -8,7 +8,7 @@ made by the same appends (`--appends` commits of `--rows` rows each): one create
 every new table is (the session turns deletion vectors on: python_jobs/spark.py), one
 without them, as the tables only appended to are created (`python_jobs.bronze.APPENDED_ONLY`,
 the macro `_appended_table_properties()`), and one without them and with row tracking,
-as the run log is (`_window_log_properties()`), read in the order of its commits
+as the run log is (`_commit_ordered_table_properties()`), read in the order of its commits
 (`_metadata.row_commit_version`, as `_window_plan` orders the attempts). For each,
 taking turns, `--repeats` times:
 

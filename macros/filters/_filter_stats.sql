@@ -9,9 +9,11 @@
     (`rejected_rows`: rows whose first failing filter this is), then the filter's
     position, `kind` (`filter`, or `deduplicate` for the duplicates removed),
     `failed_rows` (rows failing this filter, whatever failed before it), the relation
-    and the run's execution time and window (the input's commit versions). Given a
-    model's `options`, a table from an earlier version of the project (windows on
-    ingestion time) is refused with the fix.
+    and the run's execution time and window (the input's commit versions). Appended
+    only, with row tracking: `mark_superseded_runs` orders the runs by the commit that
+    recorded them, not by `run_started_at` (a clock). Given a model's `options`, a table
+    from an earlier version of the project (windows on ingestion time) is refused with
+    the fix.
 -#}
 {% macro _filter_stats_ensure(options=none) -%}
     {%- set relation = _filter_stats_relation() -%}
@@ -23,7 +25,7 @@
         ~ "failed_rows bigint not null, relation string not null, "
         ~ "execution_time timestamp not null, window_start bigint, window_end bigint, "
         ~ "recorded_at timestamp not null) using delta "
-        ~ _delta_tblproperties_clause(_appended_table_properties())
+        ~ _delta_tblproperties_clause(_commit_ordered_table_properties())
     ) -%}
     {%- if options is not none -%}
         {%- for column in _cdc_describe(relation)

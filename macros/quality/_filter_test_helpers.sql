@@ -4,15 +4,21 @@
     rejected share, by `filter_name` (first failing filter) or by all filters), `latest`
     and `previous` (the latest run, and the one before it). Runs superseded by a later
     run of their window (`mark_superseded_runs`) are left out, so a backfill is compared
-    with the run of the previous window, not with the run it replaced. -#}
+    with the run of the previous window, not with the run it replaced. Runs are taken
+    in the order `ops.filter_stats` recorded them (its commits), as the rule takes
+    them. -#}
 {% macro _filter_test_runs(model, filter_name) -%}
     with runs as (
         select
             invocation_id,
+            min(commit_version) as commit_version,
             max(run_started_at) as run_started_at,
             {{ "'" ~ filter_name ~ "'" if filter_name else "'all filters'" }} as filter_name,
             sum(rejected_rows) / max(total_rows) as rejected_share
-        from ({{ mark_superseded_runs(_filter_stats_relation(), ['relation']) }}) as stats
+        from ({{ mark_superseded_runs(
+            '(select *, ' ~ row_commit_version() ~ ' as commit_version from '
+                ~ _filter_stats_relation() ~ ')',
+            ['relation'], commit_version='commit_version') }}) as stats
         where
             superseded_by is null
             and model = '{{ model.identifier }}'
@@ -27,14 +33,14 @@
     latest as (
         select *
         from runs
-        order by run_started_at desc, invocation_id desc
+        order by commit_version desc, run_started_at desc, invocation_id desc
         limit 1
     ),
 
     previous as (
         select *
         from runs
-        order by run_started_at desc, invocation_id desc
+        order by commit_version desc, run_started_at desc, invocation_id desc
         limit 1 offset 1
     )
 {%- endmacro %}

@@ -23,3 +23,26 @@
 {% macro _appended_table_properties() -%}
     {{ return({'delta.enableDeletionVectors': 'false'}) }}
 {%- endmacro %}
+
+{#- Private: the properties of an appended-only table whose rows are read in the order
+    its commits appended them (the run log `ops.window_runs`, the statistics
+    `ops.filter_stats`): row tracking as well, so each row's
+    `_metadata.row_commit_version` (the commit that appended it, kept through OPTIMIZE)
+    orders the runs whatever the writers' clocks said. -#}
+{% macro _commit_ordered_table_properties() -%}
+    {%- set properties = {'delta.enableRowTracking': 'true'} -%}
+    {%- do properties.update(_appended_table_properties()) -%}
+    {{ return(properties) }}
+{%- endmacro %}
+
+{#- Private: turns row tracking on for a table made by an earlier version of the project
+    (on-run-start, `create_ops_tables`): Delta gives the rows already there the commit
+    version of that change, so they keep their order among themselves (by their
+    timestamps, the fallback) and come before every row appended after. -#}
+{% macro _row_tracking_ensure(relation) -%}
+    {%- if _delta_properties(relation).get('delta.enableRowTracking', 'false') | lower != 'true' -%}
+        {%- do run_query("alter table " ~ relation ~ " set "
+            ~ _delta_tblproperties_clause({'delta.enableRowTracking': 'true'})) -%}
+    {%- endif -%}
+{%- endmacro %}
+

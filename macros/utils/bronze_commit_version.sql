@@ -5,8 +5,8 @@
         select *, {{ bronze_commit_version() }} as _bronze_version
         from {{ source('blog', 'blog_public_users') }}
 
-    It is Delta row tracking's `_metadata.row_commit_version` (Bronze tables have row
-    tracking on); the windowed materializations read the rows committed since their last
+    It is `row_commit_version()`, Delta row tracking's `_metadata.row_commit_version`
+    (Bronze tables have row tracking on); the windowed materializations read the rows committed since their last
     run by it (docs/materializations.md, "Windows, the run log and execution_time"). In a
     dbt unit test the source is a CTE of fixture rows, which no commit wrote: there it
     is null.
@@ -20,9 +20,5 @@
 {%- endmacro %}
 
 {% macro spark__bronze_commit_version() -%}
-    {%- if model.resource_type == 'unit_test' -%}
-        cast(null as bigint)
-    {%- else -%}
-        _metadata.row_commit_version
-    {%- endif -%}
+    {{ row_commit_version() }}
 {%- endmacro %}

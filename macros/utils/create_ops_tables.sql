@@ -5,7 +5,10 @@
     and `ops.dq_metrics` (row counts and null ratios per model and run). Runs at the
     start of every invocation (on-run-start), so that models built in parallel threads
     never race to create them; the materializations also create what they need. One
-    listing of the `ops` schema first: a table that exists costs no statement.
+    listing of the `ops` schema first: a table that exists costs no statement, except
+    for the two read in the order of their commits, which a table from an earlier
+    version of the project gets row tracking for (`_window_log_migrate`,
+    `_row_tracking_ensure`: one `show tblproperties` each).
 -#}
 {% macro create_ops_tables() -%}
     {{ return(adapter.dispatch('create_ops_tables', 'lakehouse')()) }}
@@ -26,6 +29,8 @@
         {%- endif -%}
         {%- if _filter_stats_relation().split('.')[-1] not in existing -%}
             {%- do _filter_stats_ensure() -%}
+        {%- else -%}
+            {%- do _row_tracking_ensure(_filter_stats_relation()) -%}
         {%- endif -%}
         {%- if _dq_metrics_relation().split('.')[-1] not in existing -%}
             {%- do _dq_metrics_ensure() -%}

@@ -43,17 +43,8 @@
         ~ "side_version_after bigint, change_rows bigint, quarantined_rows bigint, "
         ~ "status string not null, recorded_at timestamp not null, "
         ~ _window_log_input_column()
-        ~ ") using delta " ~ _delta_tblproperties_clause(_window_log_properties())
+        ~ ") using delta " ~ _delta_tblproperties_clause(_commit_ordered_table_properties())
     ) -%}
-{%- endmacro %}
-
-{#- The run log's properties: appended only, with row tracking, so that each row's
-    `_metadata.row_commit_version` (the log's commit that appended it, kept through
-    OPTIMIZE) orders the attempts whatever the writers' clocks said (`_window_plan`). -#}
-{% macro _window_log_properties() -%}
-    {%- set properties = {'delta.enableRowTracking': 'true'} -%}
-    {%- do properties.update(_appended_table_properties()) -%}
-    {{ return(properties) }}
 {%- endmacro %}
 
 {#- The run log's last column: the Delta table id of the model's input when the run
@@ -64,19 +55,15 @@
 
 {#- A run log made by an earlier version of the project (on-run-start,
     `create_ops_tables`): without `input_id`, it gets the column, null in its older
-    rows, which no check compares; without row tracking, it gets it: Delta gives the
-    rows already there the commit version of that change, so they keep their order
-    among themselves (by `recorded_at`) and come before every row appended after. -#}
+    rows, which no check compares; without row tracking, it gets it
+    (`_row_tracking_ensure`: its rows keep their order by `recorded_at`). -#}
 {% macro _window_log_migrate(log) -%}
     {%- set names = _cdc_describe(log) | map(attribute='name') | map('lower') | list -%}
     {%- if 'input_id' not in names -%}
         {%- do run_query("alter table " ~ log ~ " add columns ("
             ~ _window_log_input_column() ~ ")") -%}
     {%- endif -%}
-    {%- if _delta_properties(log).get('delta.enableRowTracking', 'false') | lower != 'true' -%}
-        {%- do run_query("alter table " ~ log ~ " set "
-            ~ _delta_tblproperties_clause({'delta.enableRowTracking': 'true'})) -%}
-    {%- endif -%}
+    {%- do _row_tracking_ensure(log) -%}
 {%- endmacro %}
 
 {#- The run's execution time as `yyyy-MM-dd HH:mm:ss.ffffff` (UTC); default: now. -#}

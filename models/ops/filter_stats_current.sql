@@ -17,12 +17,13 @@ filter_stats as (
         execution_time,
         window_start,
         window_end,
-        recorded_at
+        recorded_at,
+        {{ row_commit_version() }} as commit_version
     from {{ source('ops', 'filter_stats') }}
 ),
 
 marked as (
-    {{ mark_superseded_runs('filter_stats', ['relation']) }}
+    {{ mark_superseded_runs('filter_stats', ['relation'], commit_version='commit_version') }}
 ),
 
 final as (
@@ -40,7 +41,8 @@ final as (
         execution_time,
         window_start,
         window_end,
-        recorded_at
+        recorded_at,
+        commit_version
     from marked
     where superseded_by is null
 )

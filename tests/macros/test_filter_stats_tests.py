@@ -1,9 +1,9 @@
 """The generic tests on ops.filter_stats fail exactly when they should.
 
 Fixture statistics for a model `stats_fixture` (three runs: 15% rejected, an empty run,
-then 65%), `stats_quiet` (0%, then 0.5%, then 5%) and two models whose latest run is a
-backfill (WINDOWED); each test's SQL, compiled by dbt, must return the failing run and
-nothing else.
+then 65%), `stats_quiet` (0%, then 0.5%, then 5%), two models whose latest run is a
+backfill (WINDOWED) and one whose backfill came from a host with a clock behind (SKEWED);
+each test's SQL, compiled by dbt, must return the failing run and nothing else.
 """
 
 from __future__ import annotations
@@ -40,7 +40,14 @@ WINDOWED = [
     ("stats_later", "run-j", 2, 2, 1, 2, 50),
     ("stats_later", "run-k", 3, 3, 2, 3, 20),
     ("stats_later", "run-l", 4, 2, 1, 2, 50),
+    ("stats_skewed", "run-m", 1, 1, None, 1, 10),
+    ("stats_skewed", "run-n", 2, 2, 1, 2, 50),
 ]
+
+# Recorded by a later commit of ops.filter_stats than WINDOWED: the backfill of
+# stats_skewed's second window (40%), from a host whose clock said midnight, before the
+# runs it follows. The order of the commits makes it the latest run, superseding run-n.
+SKEWED = [("stats_skewed", "run-o", 0, 2, 1, 2, 40)]
 
 
 def _hour(hour: int | None) -> datetime | None:
@@ -50,6 +57,11 @@ def _hour(hour: int | None) -> datetime | None:
 @pytest.fixture(scope="module")
 def stats(spark, dbt):
     spark.sql("create schema if not exists ops")
+    # A table from before row tracking (as the property is off) gets it from on-run-start.
+    dbt("run-operation", "create_ops_tables")
+    spark.sql(
+        "alter table ops.filter_stats set tblproperties ('delta.enableRowTracking' = 'false')"
+    )
     dbt("run-operation", "create_ops_tables")
     rows = [
         (inv, datetime(2024, 10, 7, hour), model, name, rejected, total, i, "filter", rejected)
@@ -68,13 +80,21 @@ def stats(spark, dbt):
         "cast(null as bigint) as window_end",
         "current_timestamp() as recorded_at",
     ).write.format("delta").mode("append").saveAsTable("ops.filter_stats")
-    windowed = [
+    for runs in (WINDOWED, SKEWED):
+        _append_windowed(spark, runs)
+    yield
+    spark.sql("delete from ops.filter_stats where model like 'stats_%'")
+
+
+def _append_windowed(spark, runs) -> None:
+    """Appends `runs` (WINDOWED's shape) to ops.filter_stats in one commit."""
+    rows = [
         (inv, _hour(hour), model, "bad_time", rejected, 100, 1, "filter", rejected,
          f"silver.{model}", _hour(execution), start, end)
-        for model, inv, hour, execution, start, end, rejected in WINDOWED
+        for model, inv, hour, execution, start, end, rejected in runs
     ]  # fmt: skip
     spark.createDataFrame(
-        windowed,
+        rows,
         "invocation_id string, run_started_at timestamp, model string, filter_name string, "
         "rejected_rows long, total_rows long, filter_position int, kind string, "
         "failed_rows long, relation string, execution_time timestamp, "
@@ -82,8 +102,11 @@ def stats(spark, dbt):
     ).selectExpr("*", "current_timestamp() as recorded_at").write.format("delta").mode(
         "append"
     ).saveAsTable("ops.filter_stats")
-    yield
-    spark.sql("delete from ops.filter_stats where model like 'stats_%'")
+
+
+def test_the_statistics_get_row_tracking_from_on_run_start(spark, stats) -> None:
+    properties = dict(spark.sql("show tblproperties ops.filter_stats").collect())
+    assert properties["delta.enableRowTracking"] == "true"
 
 
 def relation(model: str) -> str:
@@ -163,10 +186,26 @@ def test_a_backfill_is_compared_with_the_previous_window_not_the_run_it_replaced
     ]
 
 
+def test_a_backfill_from_a_host_with_a_clock_behind_is_still_the_latest_run(spark, stats) -> None:
+    # run-o started "before" run-m and run-n by its clock, but ops.filter_stats recorded it
+    # after them: it replaced run-n (50%) and is compared with run-m's 10%.
+    assert failing(spark, jump("stats_skewed", 3), COLUMNS) == [
+        (
+            "run-o",
+            "all filters",
+            0.4,
+            "rejected share jumped more than 3x from 0.1 (invocation run-m)",
+        )
+    ]
+    assert failing(spark, share("stats_skewed", 0.3), COLUMNS) == [
+        ("run-o", "all filters", 0.4, "rejected share above 0.3")
+    ]
+
+
 def test_superseded_runs_are_marked_with_the_run_that_replaced_them(spark, stats) -> None:
     call = "mark_superseded_runs('ops.filter_stats', ['relation'])"
     rows = failing(spark, call, "distinct invocation_id, superseded_by")
-    assert [row for row in rows if row[0] in {r[1] for r in WINDOWED}] == [
+    assert [row for row in rows if row[0] in {r[1] for r in WINDOWED + SKEWED}] == [
         ("run-f", None),
         ("run-g", "run-h"),  # the same execution time, re-run
         ("run-h", None),
@@ -174,6 +213,9 @@ def test_superseded_runs_are_marked_with_the_run_that_replaced_them(spark, stats
         ("run-j", "run-l"),
         ("run-k", "run-l"),  # its window started where run-l's ended: merged again later
         ("run-l", None),
+        ("run-m", None),
+        ("run-n", "run-o"),  # re-run by run-o, recorded after it whatever its clock said
+        ("run-o", None),
     ]
     # Runs without windows (the fixtures above) supersede nothing. (Only the fixtures'
     # runs: the worker's ops.filter_stats also holds the runs of tests that built

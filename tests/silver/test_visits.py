@@ -13,7 +13,9 @@ with an execution time per round:
 4. round 2's execution time again: a backfill, which gives round 2's result again;
 5. and 6. (`dedup_lookback`: one day back from a batch's earliest visit) a copy
    re-stamped three days after its original is not compared and is appended again; one
-   re-stamped 11 hours after is removed.
+   re-stamped 11 hours after is removed;
+7. two copies of a visit in one window from two writers of the topic, the one committed
+   second with a clock an hour behind: the copy committed first wins.
 """
 
 from __future__ import annotations
@@ -314,3 +316,27 @@ VISITS_5 = VISITS_2 + [
 def test_the_deduplication_looks_back_a_bounded_time(bounded_rounds) -> None:
     assert bounded_rounds[5] == VISITS_5
     assert bounded_rounds[6] == VISITS_5
+
+
+@pytest.fixture(scope="module")
+def skewed_round(spark, dbt, bounded_rounds):
+    """Round 7: one window holding a copy of v30 from each of two writers of the topic;
+    the second commit's writer has a clock an hour behind (and batch numbers of its own)."""
+    ingest_lines(spark, "visits-7a.json", [BATCH_7[0]], datetime(2024, 10, 12, 10, tzinfo=UTC), 4)
+    ingest_lines(spark, "visits-7b.json", [BATCH_7[1]], datetime(2024, 10, 12, 9, tzinfo=UTC), 0)
+    build(dbt, "2024-10-12T10:30:00")
+    return visits(spark)
+
+
+BATCH_7 = [
+    visit("v30", event_time="2024-10-12T08:00:00Z"),
+    visit("v30", event_time="2024-10-12T08:00:00Z", device_version="18"),
+]
+
+
+def test_the_copy_committed_first_wins_whatever_the_writers_clocks_say(skewed_round) -> None:
+    # By _ingested_at, visits-7b's copy (09:00) would have won over visits-7a's (10:00),
+    # which Bronze committed first.
+    assert skewed_round == VISITS_5 + [
+        ("v30", "2024-10-12 08:00:00", 7, "mobile", "17", "visits-7a.json", 1)
+    ]

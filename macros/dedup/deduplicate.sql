@@ -2,7 +2,7 @@
     The Windowed Deduplicator, over a batch: keeps one row per `unique_key`, the first
     by `order_by`, deterministically.
 
-        {{ deduplicate('stg_visits', ['visit_id'], ['_ingested_at', '_line_number']) }}
+        {{ deduplicate('stg_visits', ['visit_id'], ['_bronze_version', '_line_number']) }}
 
     Key parts match null-safely (rows whose key parts are both NULL are duplicates of
     each other, as in a `group by`). `order_by` items are expressions with an optional

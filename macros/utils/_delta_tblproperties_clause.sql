@@ -36,9 +36,10 @@
 {%- endmacro %}
 
 {#- Private: turns row tracking on for a table made by an earlier version of the project
-    (on-run-start, `create_ops_tables`): Delta gives the rows already there the commit
-    version of that change, so they keep their order among themselves (by their
-    timestamps, the fallback) and come before every row appended after. -#}
+    (on-run-start, `create_ops_tables`): Delta gives the rows already there the version
+    of the backfill commit (of one of several, on a table of tens of thousands of
+    files), before every row appended after; rows of one version are ordered by their
+    timestamps, the fallback. -#}
 {% macro _row_tracking_ensure(relation) -%}
     {%- if _delta_properties(relation).get('delta.enableRowTracking', 'false') | lower != 'true' -%}
         {%- do run_query("alter table " ~ relation ~ " set "

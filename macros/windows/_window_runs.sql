@@ -56,7 +56,8 @@
 {#- A run log made by an earlier version of the project (on-run-start,
     `create_ops_tables`): without `input_id`, it gets the column, null in its older
     rows, which no check compares; without row tracking, it gets it
-    (`_row_tracking_ensure`: its rows keep their order by `recorded_at`). -#}
+    (`_row_tracking_ensure`: its rows come before every row appended after, ordered
+    by `recorded_at` among rows of one version). -#}
 {% macro _window_log_migrate(log) -%}
     {%- set names = _cdc_describe(log) | map(attribute='name') | map('lower') | list -%}
     {%- if 'input_id' not in names -%}

@@ -159,7 +159,7 @@ def stats_by_run(spark) -> list[list[tuple]]:
     rows = spark.sql(
         "select invocation_id, filter_name, rejected_rows, failed_rows, total_rows "
         "from ops.filter_stats where model = 'visits' "
-        "order by run_started_at, filter_position"
+        "order by _metadata.row_commit_version, run_started_at, filter_position"
     ).collect()
     runs: dict[str, list[tuple]] = {}
     for row in rows:
@@ -234,7 +234,7 @@ def test_after_the_backfill_each_window_counts_once_and_the_totals_add_up(
     ).collect()
     runs = [row[0] for row in spark.sql(
         "select invocation_id from ops.filter_stats where model = 'visits' "
-        "group by invocation_id order by min(run_started_at)"
+        "group by invocation_id order by min(_metadata.row_commit_version)"
     ).collect()]  # fmt: skip
     assert sorted(row[0] for row in standing) == sorted([runs[0], runs[3]])
     # Per filter over the standing runs: STATS_1 + STATS_2 (rejected first, failing).

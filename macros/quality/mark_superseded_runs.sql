@@ -22,8 +22,8 @@
     run's rows: the table has row tracking), then `started_at` for runs of one commit.
     Not by `started_at` alone: that is dbt's `run_started_at`, the clock of the host
     that ran it, and a backfill from a host whose clock runs behind would not supersede
-    the run it repeats. A CTE or subquery passes a column it selected from
-    `_metadata.row_commit_version`; `commit_version=none` orders by `started_at` only.
+    the run it repeats. A CTE or subquery passes a column it selected with
+    `row_commit_version()`; `commit_version=none` orders by `started_at` only.
 -#}
 {% macro mark_superseded_runs(relation, partition_by, run_id='invocation_id',
         started_at='run_started_at', commit_version='_metadata.row_commit_version') -%}

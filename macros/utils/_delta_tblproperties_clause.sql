@@ -46,4 +46,3 @@
             ~ _delta_tblproperties_clause({'delta.enableRowTracking': 'true'})) -%}
     {%- endif -%}
 {%- endmacro %}
-

@@ -14,9 +14,10 @@ taking turns, `--repeats` times:
 
     warm     the run log's read of one model's rows (a filter and a sort, collected),
              the table's snapshot already loaded
-    appended the same read after one more append to the table (a new snapshot)
+    append   one more append (a commit of `--rows` rows, as a run appends to the log)
+    appended the same read after it (a new snapshot)
 
-Each prints its median wall time and the Spark jobs it ran (a job group per read).
+Each prints its median wall time and the Spark jobs it ran (a job group per step).
 Checks (a failure makes the exit status 1): the tables return the same rows in every
 read. Everything lives in a scratch LAKEHOUSE_HOME under $LAKEHOUSE_HOME/tmp, deleted
 afterwards (`--keep` keeps it). A measurement, not a test.
@@ -29,6 +30,7 @@ import statistics
 import sys
 import time
 from datetime import datetime, timedelta
+from functools import partial
 
 from bench.bench_cdc_merge import machine, scratch_run
 
@@ -69,17 +71,23 @@ def append(spark, table: str, commit: int, rows: int) -> None:
     spark.sql(f"insert into {table} values {values}")
 
 
-def timed_read(spark, table: str, order: str, group: str) -> tuple[float, int, list[tuple]]:
-    """(seconds, Spark jobs, rows) of the run log's read."""
+def timed(spark, group: str, action):
+    """(seconds, Spark jobs, result) of `action()`, its jobs in the job group `group`."""
     context = spark.sparkContext
     context.setJobGroup(group, group)
     try:
         started = time.monotonic()
-        rows = [tuple(r) for r in spark.sql(READ.format(table=table, order=order)).collect()]
+        result = action()
         seconds = time.monotonic() - started
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)
-    return seconds, len(context.statusTracker().getJobIdsForGroup(group)), rows
+    return seconds, len(context.statusTracker().getJobIdsForGroup(group)), result
+
+
+def timed_read(spark, table: str, order: str, group: str) -> tuple[float, int, list[tuple]]:
+    """(seconds, Spark jobs, rows) of the run log's read."""
+    query = READ.format(table=table, order=order)
+    return timed(spark, group, lambda: [tuple(r) for r in spark.sql(query).collect()])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.repeats} reads of each kind, taking turns; {machine()}"
         )
         seen: dict[str, dict[str, list[tuple[float, int]]]] = {
-            label: {"warm": [], "appended": []} for label in TABLES
+            label: {"warm": [], "append": [], "appended": []} for label in TABLES
         }
         mismatches = 0
         commit = args.appends
@@ -112,7 +120,12 @@ def main(argv: list[str] | None = None) -> int:
                 results = {}
                 for label, (table, _, order) in TABLES.items():
                     if kind == "appended":
-                        append(spark, table, commit, args.rows)
+                        seconds, jobs, _ = timed(
+                            spark,
+                            f"{table}-append-{repeat}",
+                            partial(append, spark, table, commit, args.rows),
+                        )
+                        seen[label]["append"].append((seconds, jobs))
                     else:
                         timed_read(spark, table, order, f"{table}-warmup-{repeat}")
                     group = f"{table}-{kind}-{repeat}"
@@ -124,8 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                 first, *others = results.values()
                 mismatches += sum(1 for rows in others if rows != first)
         baseline = next(iter(TABLES))
-        print(f"\n{'table':<38}{'read':>10}{'median s':>10}{'jobs':>6}{'vs default':>12}")
-        for kind in ("warm", "appended"):
+        print(f"\n{'table':<38}{'step':>10}{'median s':>10}{'jobs':>6}{'vs default':>12}")
+        for kind in ("warm", "append", "appended"):
             base = statistics.median(s for s, _ in seen[baseline][kind])
             for label in TABLES:
                 times = [s for s, _ in seen[label][kind]]

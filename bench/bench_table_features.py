@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 append(spark, table, commit, args.rows)
         print(
             f"{len(TABLES)} tables of {args.appends} appends of {args.rows} rows; "
-            f"{args.repeats} reads of each kind, taking turns; {machine()}"
+            f"{args.repeats} of each step, taking turns; {machine()}"
         )
         seen: dict[str, dict[str, list[tuple[float, int]]]] = {
             label: {"warm": [], "append": [], "appended": []} for label in TABLES

@@ -15,6 +15,7 @@ FAST_TEST_FILES = (
     "tests/macros/test_macro_arguments.py",
     "tests/macros/test_deduplicate.py",
     "tests/models/test_unit_tests.py",
+    "tests/bench/test_statement_profile.py",
 )
 
 # The slowest test files, slowest first: each file's seconds in a clean-clone `make test`

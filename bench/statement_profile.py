@@ -1,16 +1,21 @@
 """Where the in-process tests' Spark statements go: a pytest plugin that times them, and
 a report of what it recorded.
 
-    make test PYTEST_ARGS="-p bench.statement_profile"     (or any pytest command line)
+    make test PYTEST_ARGS="-p bench.statement_profile"
     python -m bench.statement_profile [DIR] [--words 4] [--top 30]
 
-The plugin only observes. In every pytest worker it times each dbt command run in
-that process (`python_jobs.run_dbt.invoke`) and each statement dbt-spark's session
-connection executes, and appends one JSON line per command or statement, with the
-test that ran it, to `DIR/<worker>.jsonl` (DIR: $STATEMENT_PROFILE_DIR, else
-`.lakehouse/statement-profile` in the repository; the run's lines are appended to
-what is there, so empty it first). Statements of the processes the tests start (jobs,
-the demo, Airflow's steps) and the tests' own Spark reads are not recorded.
+(Or any `python -m pytest` command from the repository's root with `-p
+bench.statement_profile`; a bare `pytest` command imports `-p` plugins before it puts
+the repository on the import path, and does not find `bench`.)
+
+The plugin observes: in every pytest worker it times each dbt command run in that
+process (`python_jobs.run_dbt.invoke`) and each statement dbt-spark's session
+connection executes, and writes one JSON line per command or statement, with the test
+that ran it, to `DIR/<worker>.jsonl` (DIR: $STATEMENT_PROFILE_DIR, else
+`.lakehouse/statement-profile` in the repository; each run first deletes the records
+of the run before). It changes nothing but this: each worker imports dbt when it
+starts, not at its first dbt command. Statements of the processes the tests start
+(jobs, the demo, Airflow's steps) and the tests' own Spark reads are not recorded.
 
 The report groups the statements by their first `--words` words (quoted strings and
 numbers masked) and prints, per group, the statements' summed time (threads of one
@@ -65,12 +70,19 @@ _recorder: _Recorder | None = None
 
 def pytest_configure(config) -> None:
     """In each worker (or a run without workers): wrap dbt's entry point and the
-    session connection's `execute`, each timing and recording, then calling through."""
+    session connection's `execute`, each timing and recording, then calling through.
+    The records of the run before are deleted first (by pytest-xdist's controller,
+    which runs no test, before its workers start)."""
     global _recorder
-    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
-        return  # the controller of pytest-xdist runs no test
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    _recorder = recorder = _Recorder(profile_dir() / f"{worker}.jsonl")
+    worker = hasattr(config, "workerinput")
+    distributed = getattr(config.option, "numprocesses", None) or getattr(config.option, "tx", None)
+    if not worker:
+        for path in profile_dir().glob("*.jsonl"):
+            path.unlink()
+        if distributed:
+            return
+    name = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    _recorder = recorder = _Recorder(profile_dir() / f"{name}.jsonl")
 
     from dbt.adapters.spark.session import SessionConnectionWrapper
 
@@ -80,20 +92,20 @@ def pytest_configure(config) -> None:
     execute = SessionConnectionWrapper.execute
 
     def timed_invoke(args, *rest, **options):
-        start = time.time()
+        start, clock = time.time(), time.perf_counter()
         try:
             return invoke(args, *rest, **options)
         finally:
+            seconds = time.perf_counter() - clock
             text = " ".join(map(str, args))[:300]
-            seconds = time.time() - start
             recorder.write({"kind": "invoke", "text": text, "start": start, "seconds": seconds})
 
     def timed_execute(self, sql, bindings=None):
-        start = time.time()
+        start, clock = time.time(), time.perf_counter()
         try:
             return execute(self, sql, bindings)
         finally:
-            seconds = time.time() - start
+            seconds = time.perf_counter() - clock
             recorder.write(
                 {
                     "kind": "statement",

@@ -39,7 +39,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from python_jobs.spark import REPO_ROOT
+
 ENV = "STATEMENT_PROFILE_DIR"
 
 

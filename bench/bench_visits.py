@@ -609,7 +609,7 @@ def gold_batch(lake: Lakehouse, gold: Gold) -> tuple[str, dict[str, int]]:
     }
     changed = {name: frame.count() for name, frame in changes.items()}
     for name, frame in changes.items():
-        frame.select("id").createOrReplaceTempView(f"bench_changed_{name}")
+        frame.select("id", "commit_ms").createOrReplaceTempView(f"bench_changed_{name}")
     lake.append_changes(changes)
     records, _, gold.visits_version = lake.append_visits(size)
     records.unpersist()
@@ -681,7 +681,8 @@ def keys_reached(spark, visits_version: int, before: dict[str, int]) -> dict[str
     """The keys the batch reaches, per gold model, computed here: what an incremental
     run must recompute. dim_users, dim_articles: the versions (before or after the run)
     of the users and articles changed; fct_visits: the new visits and the visits of
-    those users and articles."""
+    those users and articles at or after the change's commit time (the visits before
+    it keep the version they saw: a late change closes the key's last version then)."""
     reached = {}
     for model, key, column, changed in (
         ("dim_users", "user_version_key", "user_id", "bench_changed_users"),
@@ -694,10 +695,16 @@ def keys_reached(spark, visits_version: int, before: dict[str, int]) -> dict[str
         ).first()[0]
     reached["fct_visits"] = spark.sql(
         f"""
-        select count(distinct visit_id) from silver.visits
+        select count(distinct visit_id) from silver.visits as v
         where _bronze_version = {visits_version}
-            or user_id in (select id from bench_changed_users)
-            or article_id in (select id from bench_changed_articles)
+            or exists (
+                select 1 from bench_changed_users as c
+                where c.id = v.user_id and v.event_time >= timestamp_millis(c.commit_ms)
+            )
+            or exists (
+                select 1 from bench_changed_articles as c
+                where c.id = v.article_id and v.event_time >= timestamp_millis(c.commit_ms)
+            )
         """
     ).first()[0]
     return reached

@@ -46,8 +46,9 @@
     the table property `delta.constraints.<name>`, and enforces one set at creation as it
     does one added by ALTER (which would cost each check a scan and a commit). Unlike
     ALTER, creation does not analyse the expressions: `_awap_validate_checks` does, first.
-    A replaced table keeps none of the old table's constraints. -#}
-{% macro _awap_create_table(relation, definition, constraints, properties={}, replace=false) -%}
+    A replaced table keeps none of the old table's constraints. `clauses`: the table
+    configs' (`_table_config_clauses`), after `using delta`. -#}
+{% macro _awap_create_table(relation, definition, constraints, properties={}, replace=false, clauses=[]) -%}
     {%- set all = {} -%}
     {%- for check in constraints.checks -%}
         {%- do all.update({'delta.constraints.' ~ check.name | lower: check.expression}) -%}
@@ -55,6 +56,7 @@
     {%- do all.update(properties) -%}
     {%- do run_query(("create or replace table " if replace else "create table ") ~ relation
         ~ " (" ~ definition ~ ") using delta"
+        ~ (" " ~ clauses | join(' ') if clauses else "")
         ~ (" " ~ _delta_tblproperties_clause(all) if all else "")) -%}
 {%- endmacro %}
 

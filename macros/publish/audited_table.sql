@@ -25,7 +25,11 @@
     publish are written to staging and audited, and step 3 merges them by key in one
     commit.
     `tblproperties` (e.g. the change data feed a downstream incremental model reads)
-    are set when the table is created and kept set after each publish.
+    are set when the table is created and kept set after each publish. dbt's table
+    configs `partition_by`, `liquid_clustered_by` and `location_root` apply when the
+    table is created (the first build, a full refresh, a changed contract), `grants`
+    after every build, as on the windowed materializations (`_table_configs`); the
+    staging table is the warehouse's own, unpartitioned.
 -#}
 {% materialization audited_table, adapter='spark' -%}
     {%- set label = "audited_table (model " ~ this.schema ~ '.' ~ this.identifier ~ ")" -%}
@@ -38,7 +42,9 @@
     {%- set incremental = _awap_incremental_options(label, config.get('unique_key'),
         config.get('incremental_inputs'), model.depends_on.nodes,
         config.get('incremental_driver')) -%}
-    {%- set properties = config.get('tblproperties') or {} -%}
+    {%- set configs = _table_configs(config, label) -%}
+    {%- set properties = configs.tblproperties -%}
+    {%- set existing = load_relation(target) -%}
 
     {{ run_hooks(pre_hooks) }}
 
@@ -70,6 +76,8 @@
             {%- do run_query("insert into " ~ staging ~ " select " ~ _cdc_column_list(columns)
                 ~ " from " ~ input ~ " left semi join " ~ keys ~ " as k on "
                 ~ _awap_key_match(incremental.unique_key, input, 'k')) -%}
+            {%- set pruning = _awap_partition_predicates(target, staging, keys, columns,
+                incremental.unique_key, configs.partition_by) -%}
         {%- endif -%}
     {%- else -%}
         {%- do run_query("insert into " ~ staging ~ " select " ~ _cdc_column_list(columns)
@@ -85,7 +93,6 @@
             {%- do _cdc_uncache(keys) -%}
         {%- endif -%}
         {%- do run_query('drop view if exists ' ~ input) -%}
-        {%- set existing = load_relation(target) -%}
         {{ exceptions.raise_compiler_error(label ~ ": not published, audits failed: "
             ~ failed | join('; ') ~ ". "
             ~ (target ~ " is unchanged at version " ~ _delta_version(target)
@@ -99,7 +106,7 @@
     {%- if merging -%}
         {%- call statement('main') -%}
             {%- if recomputed > 0 %}
-            {{ _awap_merge_sql(target, staging, keys, columns, incremental.unique_key) }}
+            {{ _awap_merge_sql(target, staging, keys, columns, incremental.unique_key, pruning) }}
             {%- else %}
             select 'no input changed since the last publish' as status
             {%- endif %}
@@ -107,22 +114,32 @@
         {%- do _cdc_uncache(keys) -%}
     {%- else -%}
         {%- if replace -%}
-            {%- set existing = load_relation(target) -%}
             {%- if existing is not none and not existing.is_delta -%}
                 {%- do adapter.drop_relation(existing) -%}
             {%- endif -%}
             {%- do _awap_create_table(target, definition, constraints, properties,
-                replace=true) -%}
+                replace=true, clauses=_table_config_clauses(target, configs, true)) -%}
         {%- endif -%}
         {%- call statement('main') -%}
             insert overwrite table {{ target }}
             select {{ _cdc_column_list(columns) }} from {{ staging }}
+            {%- if configs.partition_by %}
+            {#- Each partition's rows in one task: a file per partition, not per task. #}
+            distribute by {{ configs.partition_by | join(', ') }}
+            {%- endif %}
         {%- endcall -%}
+        {%- if configs.liquid_clustered_by -%}
+            {#- Delta 4.4's overwrite drops a table's clustering columns: set again. -#}
+            {%- do run_query("alter table " ~ target ~ " cluster by ("
+                ~ configs.liquid_clustered_by | join(', ') ~ ")") -%}
+        {%- endif -%}
     {%- endif -%}
     {%- do run_query('drop view if exists ' ~ input) -%}
     {%- do _awap_set_properties(target, properties, plan) -%}
     {%- do run_query('drop table if exists ' ~ staging) -%}
     {%- do persist_docs(target, model) -%}
+    {%- do apply_grants(target, configs.grants,
+        should_revoke=should_revoke(existing, full_refresh_mode=should_full_refresh())) -%}
     {{ run_hooks(post_hooks) }}
     {{ return({'relations': [target]}) }}
 {%- endmaterialization %}

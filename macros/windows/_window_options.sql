@@ -25,34 +25,16 @@
         'kind': kind,
         'window_column': config.get('window_column', '_bronze_version'),
         'exclude_columns': config.get('exclude_columns', exclude_default),
-        'partition_by': _window_column_names(config.get('partition_by'), 'partition_by', label),
-        'liquid_clustered_by': _window_column_names(
-            config.get('liquid_clustered_by'), 'liquid_clustered_by', label),
-        'tblproperties': config.get('tblproperties') or {},
-        'location_root': config.get('location_root'),
         'on_schema_change': _window_schema_mode(model, config),
-        'grants': config.get('grants'),
         'prune_column': config.get('window_prune_column'),
     } -%}
+    {%- do options.update(_table_configs(config, label)) -%}
     {%- set sources = _window_sources(model) -%}
     {%- do options.update({'input': sources[0] if sources | length == 1 else none}) -%}
     {%- set schema_modes = ['append_new_columns', 'ignore', 'fail', 'sync_all_columns'] -%}
     {%- if options.on_schema_change not in schema_modes -%}
         {{ _cdc_config_error(label, "on_schema_change must be one of " ~ schema_modes
             | join(', ') ~ ", got '" ~ options.on_schema_change ~ "'") }}
-    {%- endif -%}
-    {%- if options.partition_by and options.liquid_clustered_by -%}
-        {{ _cdc_config_error(label, "partition_by and liquid_clustered_by cannot both be set "
-            ~ "(a clustered Delta table has no partitions)") }}
-    {%- endif -%}
-    {%- if options.tblproperties is not mapping -%}
-        {{ _cdc_config_error(label, "tblproperties must be a mapping of property to value, got "
-            ~ options.tblproperties) }}
-    {%- endif -%}
-    {%- if options.location_root is not none
-            and not (options.location_root is string and options.location_root | trim) -%}
-        {{ _cdc_config_error(label, "location_root must be a path, got "
-            ~ options.location_root) }}
     {%- endif -%}
     {%- if not (options.window_column is string and options.window_column | trim) -%}
         {{ _cdc_config_error(label, "window_column must be a column name, got "
@@ -114,14 +96,6 @@
     {{ return('append_new_columns') }}
 {%- endmacro %}
 
-{#- A config naming columns: none, a name, or a list of names; as a list. -#}
-{% macro _window_column_names(value, argument, label) -%}
-    {%- if value is none -%}
-        {{ return([]) }}
-    {%- endif -%}
-    {{ return(_cdc_as_list(value, argument, label)) }}
-{%- endmacro %}
-
 {#-
     Creates the model's tables, empty, from explicit column definitions (`tables`: a
     list of (relation, definition) or (relation, definition, properties), the model's
@@ -138,17 +112,7 @@
 {% macro _window_create_tables(tables, options) -%}
     {%- for entry in tables -%}
         {%- set relation, definition = entry[0], entry[1] -%}
-        {%- set clauses = [] -%}
-        {%- if loop.first and options.partition_by -%}
-            {%- do clauses.append("partitioned by (" ~ options.partition_by | join(', ') ~ ")") -%}
-        {%- endif -%}
-        {%- if loop.first and options.liquid_clustered_by -%}
-            {%- do clauses.append("cluster by (" ~ options.liquid_clustered_by | join(', ') ~ ")") -%}
-        {%- endif -%}
-        {%- if options.location_root -%}
-            {%- do clauses.append("location '" ~ options.location_root | replace("'", "")
-                ~ "/" ~ relation.identifier ~ "'") -%}
-        {%- endif -%}
+        {%- set clauses = _table_config_clauses(relation, options, loop.first) -%}
         {%- if loop.first and options.tblproperties -%}
             {%- do clauses.append(_delta_tblproperties_clause(options.tblproperties)) -%}
         {%- elif entry | length > 2 -%}

@@ -288,6 +288,34 @@ LABEL = "'audited_table (model gold.fct_visits)'"
             "['visit_id', 'day'], {'visits': 'visit_id'}, [], 'visits'",
             "incremental_driver visits must be linked by the unique key, a single column",
         ),
+        (
+            "'visit_id', {'visits': 'visit_id', 'dim_users': 3}",
+            "incremental_inputs.dim_users must be a column name or {column, at, valid_from, "
+            "valid_to, current_flag}, got 3",
+        ),
+        (
+            "'visit_id', {'dim_users': {'column': 'user_id', 'when': 'event_time'}}",
+            "incremental_inputs.dim_users: unknown setting 'when' (known: column, at, "
+            "valid_from, valid_to, current_flag)",
+        ),
+        (
+            "'visit_id', {'dim_users': {'column': 'user_id', 'valid_to': 'ends'}}",
+            "incremental_inputs.dim_users: valid_to is for a point-in-time input and needs "
+            "`at` (the model's column the input is joined at)",
+        ),
+        (
+            "'visit_id', {'dim_users': {'at': 'event_time'}}",
+            "incremental_inputs.dim_users.column must be a column name, got None",
+        ),
+        (
+            "'visit_id', {'dim_users': {'column': 'user_id', 'at': ' '}}",
+            "incremental_inputs.dim_users.at must be a column name, got  ",
+        ),
+        (
+            "'visit_id', {'visits': {'column': 'visit_id', 'at': 'event_time'}}, [], 'visits'",
+            "incremental_inputs.visits is the incremental_driver, linked by the key: it has "
+            "no `at`",
+        ),
     ],
 )
 def test_a_misconfigured_incremental_audited_table_fails_naming_it(

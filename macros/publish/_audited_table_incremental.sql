@@ -7,8 +7,7 @@
           unique_key: visit_id
           incremental_inputs:          # input model: the column linking its rows to ours
             visits: visit_id
-            dim_users: user_id
-            dim_articles: article_id
+            teams: team_id               # or a history: {column, at, ...} (below)
 
     The rows recomputed are those whose `<column>` equals the `<column>` of a row of
     `<input>` inserted, updated or deleted since the input version the last publish
@@ -97,7 +96,7 @@
         {{ exceptions.raise_compiler_error(where ~ ": unknown setting '" ~ key ~ "' (known: "
             ~ allowed | join(', ') ~ ")") }}
     {%- endfor -%}
-    {%- if 'at' not in link -%}
+    {%- if link.get('at') is none -%}
         {%- for key in ['valid_from', 'valid_to', 'current_flag'] if key in link -%}
             {{ exceptions.raise_compiler_error(where ~ ": " ~ key ~ " is for a point-in-time "
                 ~ "input and needs `at` (the model's column the input is joined at)") }}
@@ -181,7 +180,7 @@
         {%- set entry = {'relation': relation, 'location': detail.location, 'from': state['from'],
             'to': current, 'mark': detail['id'] ~ '@' ~ current, 'content': []} -%}
         {%- do entry.update(input) -%}
-        {%- if input.at and state['from'] is not none and state['from'] <= current -%}
+        {%- if input.at -%}
             {%- do entry.update({'content': _awap_validity_content(relation, input, label)}) -%}
         {%- endif -%}
         {%- do plan.inputs.append(entry) -%}
@@ -228,7 +227,7 @@
             ~ ' commits since the last publish') }}
     {%- endif -%}
     {%- set readable = ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'OPTIMIZE', 'ADD COLUMNS',
-                        'SET TBLPROPERTIES'] -%}
+                        'SET TBLPROPERTIES', 'CLUSTER BY'] -%}
     {%- for row in history if row['version'] | int > version -%}
         {%- if row['operation'] not in readable or (row['operation'] == 'SET TBLPROPERTIES'
                 and 'enableChangeDataFeed' in row['operationParameters'] | string) -%}
@@ -256,7 +255,7 @@
         {%- if input.at -%}
             {#- A point-in-time input: the rows whose `at` falls where a version changed. -#}
             {%- for source in ((target,) if incremental.driver else (input_view, target)) -%}
-                {%- do branches.append("select " ~ key_list | join(', ') ~ " from " ~ source
+                {%- do branches.append("select o." ~ key_list | join(', o.') ~ " from " ~ source
                     ~ " as o join (" ~ _awap_validity_ranges_sql(feed, input) ~ ") as r on o.`"
                     ~ input.column ~ "` = r.link and o.`" ~ input.at ~ "` >= r.lo and (r.hi is null"
                     ~ " or o.`" ~ input.at ~ "` <= r.hi)") -%}
@@ -320,7 +319,9 @@
         from (
             select `{{ input.column }}` as link, `{{ input.valid_from }}` as lo,
                 `{{ input.valid_to }}` as hi, _change_type, _commit_version,
-                to_json(struct({{ content | join(', ') }})) as content
+                to_json(struct({{ content | join(', ') }}), map(
+                    'timestampFormat', 'yyyy-MM-dd HH:mm:ss.SSSSSSXXX',
+                    'timestampNTZFormat', 'yyyy-MM-dd HH:mm:ss.SSSSSS')) as content
             from {{ feed }}
         ) as images
         window version as (partition by _commit_version, link, lo)

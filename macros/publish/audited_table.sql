@@ -120,6 +120,11 @@
             {%- do _awap_create_table(target, definition, constraints, properties,
                 replace=true, clauses=_table_config_clauses(target, configs, true)) -%}
         {%- endif -%}
+        {#- Delta 4.4's overwrite drops a table's clustering columns: a table clustered
+            (now, or when it was created) gets them back after it. One created without
+            keeps its layout, as every table config applies at creation. -#}
+        {%- set reclustered = configs.liquid_clustered_by and (replace or (run_query(
+            "describe detail " ~ target)[0]['clusteringColumns'] | string) not in ('[]', 'None', '')) -%}
         {%- call statement('main') -%}
             insert overwrite table {{ target }}
             select {{ _cdc_column_list(columns) }} from {{ staging }}
@@ -128,8 +133,7 @@
             distribute by {{ configs.partition_by | join(', ') }}
             {%- endif %}
         {%- endcall -%}
-        {%- if configs.liquid_clustered_by -%}
-            {#- Delta 4.4's overwrite drops a table's clustering columns: set again. -#}
+        {%- if reclustered -%}
             {%- do run_query("alter table " ~ target ~ " cluster by ("
                 ~ configs.liquid_clustered_by | join(', ') ~ ")") -%}
         {%- endif -%}

@@ -42,7 +42,7 @@
 
 {#- The clauses of a `create table` for `relation` after its columns and `using delta`:
     with `layout`, the model's own table's `partitioned by` and `cluster by`; with
-    `location_root`, every table of the model (its side and staging tables too) at
+    `location_root`, every table of the model (a windowed model's side tables too) at
     `<location_root>/<identifier>`. Table properties are the caller's. -#}
 {% macro _table_config_clauses(relation, configs, layout) -%}
     {%- set clauses = [] -%}

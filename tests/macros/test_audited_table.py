@@ -355,8 +355,9 @@ def test_table_configs_apply_and_a_merge_reads_only_its_keys_partitions(
     """`partition_by` and `location_root` on an incremental audited_table: the table is
     created with them, and an incremental build's merge reads only the partitions of
     the keys it recomputes (as published and as recomputed, so a key that moves to
-    another partition is updated, not inserted twice). `liquid_clustered_by` on a full-rebuild audited_table
-    (audited_clustered): the table keeps its clustering columns after each overwrite."""
+    another partition is updated, not inserted twice). `liquid_clustered_by` on a
+    full-rebuild audited_table (audited_clustered): the table keeps its clustering
+    columns after each overwrite."""
     root = lakehouse_home / "audited-layout"
 
     def build(selection: str = "audited_layout audited_clustered") -> None:

@@ -182,8 +182,9 @@ def phases_of(events: list[tuple[float, str]], wall: float) -> tuple[dict[str, f
 
 
 def wait_for_catalog(home: Path) -> None:
-    """The embedded catalog is held for a moment after a JVM exits: wait until it is
-    free (the next run would be refused, not slowed down)."""
+    """Wait until the embedded catalog is free: the baseline's command returns before
+    its JVM has let go of it (ours waits for its JVM, `python_jobs.spark.stop_jvm`),
+    and the next run would be refused, not slowed down."""
     from python_jobs.preflight import derby_holder
 
     deadline = time.monotonic() + CATALOG_WAIT_S

@@ -68,9 +68,7 @@ def train() -> None:
     """The training session: a catalog-bound session running what jobs and dbt run
     first (catalog, Delta DDL and DML, history, a JSON parse), then a JVM exit that
     writes the archive."""
-    from pyspark import SparkContext
-
-    from python_jobs.spark import get_spark
+    from python_jobs.spark import get_spark, stop_jvm
 
     spark = get_spark(catalog=True)
     for statement in (
@@ -86,13 +84,8 @@ def train() -> None:
         "select from_json('{\"a\": 1}', 'a int').a, count(*) from training.t group by 1",
     ):
         spark.sql(statement).collect()
-    spark.stop()
-    # The JVM exits (and writes the archive) when its stdin closes; wait for it.
-    gateway = SparkContext._gateway
-    proc = getattr(gateway, "proc", None)
-    if proc is not None:
-        proc.stdin.close()
-        proc.wait(timeout=300)
+    # The JVM writes the archive as it exits.
+    stop_jvm()
 
 
 def build(force: bool = False) -> Path:

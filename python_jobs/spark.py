@@ -34,8 +34,11 @@ path); unset, empty or ``derby`` keeps the embedded Derby catalog above.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import logging
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -572,6 +575,47 @@ def _launch_jvm(settings: dict[str, str]) -> None:
         raise
     os.close(write)
     SparkContext._ensure_initialized(gateway=gateway)
+    atexit.register(stop_jvm)
+
+
+# How long a command waits, at its end, for its driver JVM to finish Spark's and Derby's
+# shutdown (a second or two on this machine) before it kills it.
+JVM_EXIT_WAIT_S = 120
+
+
+def _quiet_py4j_at_exit(record: logging.LogRecord) -> bool:
+    return record.msg != "Exception while sending command."
+
+
+def stop_jvm() -> None:
+    """Stop this process's session and wait for the driver JVM it started to exit.
+
+    Registered at exit by `_launch_jvm`: a JVM started by py4j exits on its own when
+    its stdin closes, but only after the command has returned, and until then it holds
+    the embedded catalog; a command started at once after it (`run --step snapshot &&
+    run --step build`) was refused the catalog. Nothing when this process started no
+    JVM, or it has exited."""
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None or proc.poll() is not None:
+        return
+    # py4j's thread that frees Java objects may still send to the exiting JVM; py4j
+    # logs that (at INFO, then retries) on the root logger: not news at exit.
+    logging.getLogger().addFilter(_quiet_py4j_at_exit)
+    active = SparkContext._active_spark_context
+    if active is not None:
+        try:
+            active.stop()
+        except Exception:  # noqa: BLE001 - exiting anyway; the JVM says why on stderr
+            pass
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=JVM_EXIT_WAIT_S)
+    except subprocess.TimeoutExpired:
+        print(f"spark: the driver JVM did not exit in {JVM_EXIT_WAIT_S} s: killed", file=sys.stderr)
+        proc.kill()
+        proc.wait()
 
 
 def get_spark(catalog: bool = True) -> SparkSession:

@@ -38,7 +38,7 @@ _BLOCK = re.compile(
 _FENCE = re.compile(r"^[ \t]*(`{3,})[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.M | re.S)
 _AFTER = re.compile(r"""after (?P<q>["'])(?P<anchor>.+?)(?P=q) in (?P<path>\S+)""")
 # What a `run` block may say, besides the shell lines that land a file.
-_COMMAND = re.compile(r"^(make |\.venv/bin/python |sleep )")
+_COMMAND = re.compile(r"^(make |\.venv/bin/python )")
 
 
 def guide_blocks(text: str) -> list[tuple[str, str]]:
@@ -127,7 +127,7 @@ class Reader:
         elif words[:2] == ["make", "build"]:
             dbt_args = [w.removeprefix("DBT_ARGS=") for w in words[2:] if "DBT_ARGS=" in w]
             self.dbt("build", *shlex.split(dbt_args[0]) if dbt_args else [])
-        elif words[:2] == ["make", "docs"] or words[0] == "sleep":
+        elif words[:2] == ["make", "docs"]:
             pass  # the lineage site (tests/e2e/test_docs_site.py); one process here
         elif words[1:] == ["-m", "pytest", "-q", "tests/project"]:
             self.check_rules()
@@ -180,7 +180,6 @@ def test_the_guide_followed_literally_builds(spark, clean_lakehouse, scratch_pro
             'make build DBT_ARGS="--select stg_blog__comments"',
             ".venv/bin/python -m pytest -q tests/project",
             'make build DBT_ARGS="--select +comments"',
-            "sleep 2",
             '.venv/bin/python -c "from python_jobs.spark import get_spark; '
             "get_spark().sql('select comment_id, body from silver.comments').show()\"",
             'make build DBT_ARGS="--select fct_comments"',

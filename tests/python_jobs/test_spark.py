@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from python_jobs.preflight import DERBY_LOCK, derby_holder
 from python_jobs.spark import (
     REPO_ROOT,
     _resolved_jars_file,
@@ -119,29 +120,40 @@ import json
 from datetime import UTC, datetime
 from python_jobs import bronze
 from python_jobs.spark import get_spark
-spark = get_spark(catalog=False)
+spark = get_spark()
+spark.sql("show databases").collect()  # boots the embedded catalog
 lines = spark.createDataFrame([("x", "f", 1)], "_raw string, _source_file string, _line_number int")
 row = bronze.decorate(lines, 0, datetime(2024, 10, 7, 23, 30, tzinfo=UTC)).selectExpr(
     "date_format(_ingested_at, 'yyyy-MM-dd HH:mm:ss') as t",
     "cast(_ingest_date as string) as d",
     "_ingested_at as collected",
 ).first()
-print(json.dumps({"t": row.t, "d": row.d, "collected": str(row.collected)}))
+jvm = spark.sparkContext._gateway.proc.pid
+print(json.dumps({"t": row.t, "d": row.d, "collected": str(row.collected), "jvm": jvm}))
 """
 
 
-def test_a_second_session_uses_cached_jars_and_utc_in_any_zone(spark, tmp_path: Path) -> None:
+def test_a_second_session_uses_cached_jars_utc_and_frees_the_catalog_on_exit(
+    spark, tmp_path: Path
+) -> None:
     # The suite's session (started above) resolved or reused the jars and recorded them.
     assert _resolved_jars_file().exists()
     # A machine far from UTC: timestamps must still be stored and read back as UTC.
     env = {**os.environ, "LAKEHOUSE_HOME": str(tmp_path / "home"), "TZ": "Asia/Kolkata"}
     proc = run_python(SECOND_SESSION, env)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.splitlines()[-1]) == {
+    result = json.loads(proc.stdout.splitlines()[-1])
+    jvm = result.pop("jvm")
+    assert result == {
         "t": "2024-10-07 23:30:00",
         "d": "2024-10-07",
         "collected": "2024-10-07 23:30:00",
     }
+    # When the command has returned, its driver JVM has exited and the embedded
+    # catalog is free: a next command started at once is not refused it.
+    assert not Path(f"/proc/{jvm}").exists()
+    assert (tmp_path / "home" / "metastore_db" / DERBY_LOCK).exists()
+    assert not derby_holder(tmp_path / "home" / "metastore_db")
     # No Ivy resolution at all, so nothing can be downloaded.
     assert "resolving dependencies" not in proc.stderr
     assert "downloading" not in proc.stderr.lower()

@@ -37,22 +37,25 @@
     {%- set log = prepared.log -%}
     {%- set execution_time = prepared.execution_time -%}
 
-    {%- if prepared.fresh -%}
-        {%- do _cdc_history_create(target, store, quarantine, changes, columns, options) -%}
-    {%- endif -%}
     {#- No restore: the history is a function of the change store, and a crashed or
         re-run window replaces its own rows there. -#}
     {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
     {%- do plan.update({'restore': none}) -%}
-    {#- Before any write: opening the window may refuse the run (`_window_open`). -#}
+    {#- Before any write: opening the window may refuse the run (`_window_open`). Each
+        run records its start before its first write (`_window_begin`). -#}
     {%- set window = _window_open(plan, options) -%}
-    {%- set columns = _window_sync_columns([target, store], changes, columns, options) -%}
+    {%- set columns = _window_sync_columns([] if plan.kind == 'create' else [target, store],
+        changes, columns, options) -%}
     {%- do columns.update({'tracked': _cdc_history_tracked(columns, options)}) -%}
 
     {%- set summary = _cdc_merge_read_batch(changes, batch, columns, options, window) -%}
     {%- set window = _window_close(window, plan, summary.newest) -%}
     {%- set run = _window_begin(log, options, execution_time, plan, window, target,
         store) -%}
+    {%- if plan.kind == 'create' -%}
+        {%- do _cdc_history_create(target, store, quarantine, changes, columns, options) -%}
+        {%- set run = _window_created(run, target, store) -%}
+    {%- endif -%}
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
     {#- A dropped column can make versions that differed only in it equal: every key's
         history is recomputed then, so it equals a full refresh's. -#}

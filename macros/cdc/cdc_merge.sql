@@ -33,19 +33,23 @@
     {%- set log = prepared.log -%}
     {%- set execution_time = prepared.execution_time -%}
 
-    {%- if prepared.fresh -%}
-        {%- do _cdc_merge_create(target, tombstones, quarantine, changes, columns, options) -%}
-    {%- endif -%}
     {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
-    {#- Before any write: opening the window may refuse the run (`_window_open`). -#}
+    {#- Before any write: opening the window may refuse the run (`_window_open`). Each
+        run records its start before its first write (`_window_begin`). -#}
     {%- set window = _window_open(plan, options) -%}
+    {%- set run = _window_begin_rerun(log, options, execution_time, plan, window) -%}
     {%- do _window_restore(target, tombstones, plan, options) -%}
-    {%- set columns = _window_sync_columns([target], changes, columns, options) -%}
+    {%- set columns = _window_sync_columns([] if plan.kind == 'create' else [target],
+        changes, columns, options) -%}
 
     {%- set summary = _cdc_merge_read_batch(changes, batch, columns, options, window) -%}
     {%- set window = _window_close(window, plan, summary.newest) -%}
     {%- set run = _window_begin(log, options, execution_time, plan, window, target,
-        tombstones) -%}
+        tombstones, run) -%}
+    {%- if plan.kind == 'create' -%}
+        {%- do _cdc_merge_create(target, tombstones, quarantine, changes, columns, options) -%}
+        {%- set run = _window_created(run, target, tombstones) -%}
+    {%- endif -%}
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
     {%- set written = {'target': not window.is_empty, 'side': false} -%}
     {%- if not window.is_empty -%}

@@ -41,17 +41,14 @@
     {%- set log = prepared.log -%}
     {%- set execution_time = prepared.execution_time -%}
     {%- do _filter_stats_ensure(options) -%}
-    {%- if prepared.fresh -%}
-        {%- do _window_create_tables([
-            (target, _cdc_column_definitions(columns.carried)),
-            (quarantine, _filter_quarantine_definition()),
-        ], options) -%}
-    {%- endif -%}
     {%- set plan = _window_plan(log, options, execution_time, prepared.fresh) -%}
-    {#- Before any write: opening the window may refuse the run (`_window_open`). -#}
+    {#- Before any write: opening the window may refuse the run (`_window_open`). Each
+        run records its start before its first write (`_window_begin`). -#}
     {%- set window = _window_open(plan, options) -%}
+    {%- set run = _window_begin_rerun(log, options, execution_time, plan, window) -%}
     {%- do _window_restore(target, quarantine, plan, options) -%}
-    {%- set columns = _window_sync_columns([target], changes, columns, options) -%}
+    {%- set columns = _window_sync_columns([] if plan.kind == 'create' else [target],
+        changes, columns, options) -%}
 
     {%- do _cdc_cache(batch, filter_interceptor(
         "(select * from " ~ changes ~ " where " ~ window.predicate ~ ")",
@@ -59,7 +56,14 @@
     {%- set counts = _filter_batch_counts(batch, options.filters, options.window_column) -%}
     {%- set window = _window_close(window, plan, counts.newest) -%}
     {%- set run = _window_begin(log, options, execution_time, plan, window, target,
-        quarantine) -%}
+        quarantine, run) -%}
+    {%- if plan.kind == 'create' -%}
+        {%- do _window_create_tables([
+            (target, _cdc_column_definitions(columns.carried)),
+            (quarantine, _filter_quarantine_definition()),
+        ], options) -%}
+        {%- set run = _window_created(run, target, quarantine) -%}
+    {%- endif -%}
     {%- set duplicates = {'removed': 0} -%}
     {%- set written = {'target': not window.is_empty, 'side': false} -%}
     {%- if not window.is_empty -%}

@@ -103,7 +103,12 @@
       same window is read again;
     - an execution time earlier than the last one that never ran is refused;
     - if the input (`options.input`) is not the Delta table the lineage's runs read (its
-      table id, recorded with each run), the run is refused: `_window_input_recreated`.
+      table id, recorded with each run), the run is refused: `_window_input_recreated`;
+    - a run that created the table and did not finish (it may have replaced the table
+      and its side tables, or some of them) is followed by a run that creates them
+      again (`kind` 'create'), whatever its execution time.
+    A finished attempt's window and base versions are those of its `succeeded` row (a
+    create records its `started` row before the tables exist, `_window_begin`).
 -#}
 {% macro _window_plan(log, options, execution_time, fresh) -%}
     {%- set fmt = _window_timestamp_format() -%}
@@ -130,10 +135,11 @@
             {%- do attempts.clear() -%}
         {%- endif -%}
         {%- set done = succeeded.get(row[9]) -%}
+        {%- set last = row if done is none else done -%}
         {%- do attempts.append({
             'execution_time': row[0], 'status': 'started' if done is none else 'succeeded',
-            'start': _window_point(row[2]), 'end': _window_point(row[3]),
-            'base': row[4] | int, 'side_base': row[5] | int,
+            'kind': row[8], 'start': _window_point(last[2]), 'end': _window_point(last[3]),
+            'base': last[4] | int, 'side_base': last[5] | int,
             'after': none if done is none else _window_point(done[6]),
             'side_after': none if done is none else _window_point(done[7]),
             'input_id': row[11],
@@ -142,10 +148,18 @@
     {%- if not fresh and not rows -%}
         {%- do _window_check_legacy(options) -%}
     {%- endif -%}
-    {%- if fresh -%}
+    {%- set unfinished = attempts[-1] if attempts and attempts[-1].kind == 'create'
+        and attempts[-1].status == 'started' else none -%}
+    {%- if not fresh and unfinished is not none -%}
+        {#- `log` is the run log's name here: dbt's log() through a macro of its own. -#}
+        {%- do _window_log_line(options.kind ~ ": the run of " ~ unfinished.execution_time
+            ~ " that created " ~ options.model ~ " did not finish: it is created again") -%}
+    {%- endif -%}
+    {%- if fresh or unfinished is not none -%}
         {%- do attempts.clear() -%}
     {%- endif -%}
-    {%- set plan = {'kind': 'create' if fresh else 'incremental', 'start': none, 'end': none,
+    {%- set plan = {'kind': 'create' if fresh or unfinished is not none else 'incremental',
+                    'start': none, 'end': none,
                     'restore': none, 'later': [], 'input_id': _window_input_id(options)} -%}
     {%- for attempt in attempts
             if attempt.input_id is not none and attempt.input_id != plan.input_id -%}
@@ -275,6 +289,10 @@
     ) -%}
 {%- endmacro %}
 
+{% macro _window_log_line(message) -%}
+    {{ log(message, info=true) }}
+{%- endmacro %}
+
 {#- Restores the table and its side table to the plan's versions, or changes nothing. -#}
 {% macro _window_restore(target, side, plan, options) -%}
     {%- if plan.restore is not none -%}
@@ -296,20 +314,53 @@
 {%- endmacro %}
 
 {#-
-    The start of a run, once its window is closed: the versions it starts from (the
-    table's and its side table's), recorded as `started` before anything is written.
-    With nothing in the window, the run's main statement says so and nothing is written.
+    The start of a run, recorded as `started` before the run's first write, so that a run
+    that dies after it is repaired by the next one (`_window_plan`):
+    - a re-run that restores its table records it before the restore (its window is the
+      recorded one; its base, the versions it restores): `_window_begin_rerun`, called
+      once the window is open;
+    - a create records it before it creates the tables (the table it replaces, if any,
+      is no base: -1); the run's base is then the new tables' versions
+      (`_window_created`);
+    - any other run records it once its window is read and closed (the window's end is
+      the newest row read); its base is the versions the table has then.
+    `run`: the start `_window_begin_rerun` recorded, if it did. With nothing in the
+    window, the run's main statement says so and nothing is written.
 -#}
-{% macro _window_begin(log, options, execution_time, plan, window, target, side) -%}
-    {%- set run = {'window': window, 'base': _delta_version(target),
-                   'side_base': _delta_version(side)} -%}
-    {%- do _window_record(log, 'started', options, execution_time, plan, window,
-        run.base, run.side_base) -%}
+{% macro _window_begin(log, options, execution_time, plan, window, target, side, run=none) -%}
+    {%- if run is none -%}
+        {%- if plan.kind == 'create' -%}
+            {%- set run = {'window': window, 'base': -1, 'side_base': -1} -%}
+        {%- else -%}
+            {%- set run = {'window': window, 'base': _delta_version(target),
+                           'side_base': _delta_version(side)} -%}
+        {%- endif -%}
+        {%- do _window_record(log, 'started', options, execution_time, plan, window,
+            run.base, run.side_base) -%}
+    {%- endif -%}
     {%- if window.is_empty -%}
         {%- call statement('main') -%}
             select 'no rows committed to the input in the window' as status
         {%- endcall -%}
     {%- endif -%}
+    {{ return(run) }}
+{%- endmacro %}
+
+{#- A re-run that restores its table: its start, recorded before the restore (see
+    `_window_begin`); none for any other run. -#}
+{% macro _window_begin_rerun(log, options, execution_time, plan, window) -%}
+    {%- if plan.kind != 'rerun' or plan.restore is none -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set run = {'window': window, 'base': plan.restore[0], 'side_base': plan.restore[1]} -%}
+    {%- do _window_record(log, 'started', options, execution_time, plan, window,
+        run.base, run.side_base) -%}
+    {{ return(run) }}
+{%- endmacro %}
+
+{#- A create, once it has created the tables: its base is their versions. -#}
+{% macro _window_created(run, target, side) -%}
+    {%- do run.update({'base': _delta_version(target), 'side_base': _delta_version(side)}) -%}
     {{ return(run) }}
 {%- endmacro %}
 

@@ -53,6 +53,18 @@ def quarantined(spark) -> list[tuple]:
     )
 
 
+def run_log(spark) -> list[tuple]:
+    """The model's run log in commit order: (execution time, kind, window start, status)."""
+    return [
+        tuple(r)
+        for r in spark.sql(
+            "select date_format(execution_time, 'HH:mm'), run_kind, window_start, status "
+            f"from ops.window_runs where model = '{MODEL}' "
+            "order by _metadata.row_commit_version"
+        ).collect()
+    ]
+
+
 def failure(result) -> str:
     return " ".join(str(node.message) for node in result.result.results)
 
@@ -156,6 +168,81 @@ def test_a_crash_between_the_two_writes_is_repaired_by_the_next_run(
     spark.sql(f"delete from ops.window_runs where model = '{MODEL}'")
     build(dbt, lakehouse_home, "2024-10-07T10:00:00")
     assert rows(spark) == [(B, "B"), (C, "C")]
+
+
+def test_a_backfill_that_dies_after_its_restore_is_repaired_by_the_next_run(
+    spark, dbt, lakehouse_home, clean_lakehouse, fail_statement
+) -> None:
+    """The re-run of 07:00 restores the table to its state before 07:00's window, then
+    dies reading the window (a crash, or a schema check that fails). The next run, a
+    new execution time, restores that state again and merges from 07:00's window on:
+    nothing the restore took out is lost."""
+    for schema in ("silver", "ops"):
+        spark.sql(f"create schema if not exists {schema}")
+    ingest(spark, 6, 30, [(A, "c", 1, "A")])
+    build(dbt, lakehouse_home, "2024-10-07T07:00:00")
+    ingest(spark, 7, 30, [(B, "c", 2, "B")])
+    build(dbt, lakehouse_home, "2024-10-07T08:00:00")
+
+    disarm = fail_statement(
+        r"\bcache table\s+\S*scenario_backfill__cdc_batch\b", "after the restore"
+    )
+    result = build(dbt, lakehouse_home, "2024-10-07T07:00:00", expect_fail=True)
+    assert "injected fault after the restore" in failure(result)
+    disarm()
+    assert rows(spark) == []
+
+    ingest(spark, 8, 30, [(C, "c", 3, "C")])
+    build(dbt, lakehouse_home, "2024-10-07T09:00:00")
+    assert rows(spark) == [(A, "A"), (B, "B"), (C, "C")]
+    # The re-run recorded its start before its restore: 09:00 read from its start.
+    assert run_log(spark)[4:] == [
+        ("07:00", "rerun", None, "started"),
+        ("09:00", "incremental", None, "started"),
+        ("09:00", "incremental", None, "succeeded"),
+    ]
+
+
+def test_a_full_refresh_that_dies_after_replacing_the_table_is_redone_by_the_next_run(
+    spark, dbt, lakehouse_home, clean_lakehouse, fail_statement
+) -> None:
+    """A full refresh replaces the table (empty), then dies before it has read anything
+    (here: replacing the tombstones). The next run, an ordinary one, builds the table
+    again from every change, not from the last recorded window's end."""
+    for schema in ("silver", "ops"):
+        spark.sql(f"create schema if not exists {schema}")
+    ingest(spark, 6, 30, [(A, "c", 1, "A"), (B, "c", 2, "B")])
+    build(dbt, lakehouse_home, "2024-10-07T07:00:00")
+    ingest(spark, 7, 30, [(A, "d", 3, None)])
+    build(dbt, lakehouse_home, "2024-10-07T08:00:00")
+    assert read_rows(spark, f"{MODEL}__tombstones", "id") == [(A,)]
+
+    disarm = fail_statement(
+        r"\bcreate or replace table\s+\S*scenario_backfill__tombstones\b", "after the replace"
+    )
+    result = run_project(
+        dbt,
+        lakehouse_home,
+        {"execution_time": "2024-10-07T08:30:00"},
+        "--select",
+        "scenario_backfill",
+        "--full-refresh",
+        expect_fail=True,
+    )
+    assert "injected fault after the replace" in failure(result)
+    disarm()
+    assert rows(spark) == []
+
+    ingest(spark, 8, 30, [(C, "c", 4, "C")])
+    build(dbt, lakehouse_home, "2024-10-07T09:00:00")
+    assert rows(spark) == [(B, "B"), (C, "C")]
+    assert read_rows(spark, f"{MODEL}__tombstones", "id") == [(A,)]
+    # The full refresh recorded its start before it replaced anything: 09:00 created.
+    assert run_log(spark)[4:] == [
+        ("08:30", "create", None, "started"),
+        ("09:00", "create", None, "started"),
+        ("09:00", "create", None, "succeeded"),
+    ]
 
 
 def test_runs_follow_the_logs_commits_whatever_the_clock_says(

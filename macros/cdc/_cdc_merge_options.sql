@@ -110,6 +110,13 @@
     {%- endfor -%}
 {%- endmacro %}
 
+{#- `cast(null as <type>) as <name>` for each column. -#}
+{% macro _cdc_null_columns(columns) -%}
+    {%- for column in columns -%}
+        cast(null as {{ column.type }}) as `{{ column.name }}`{{ ', ' if not loop.last }}
+    {%- endfor -%}
+{%- endmacro %}
+
 {#- Null-safe equality of the key columns between two aliases. -#}
 {% macro _cdc_key_match(keys, left, right) -%}
     {%- for key in keys -%}

@@ -46,6 +46,13 @@
     {%- set window = _window_open(plan, options) -%}
     {%- set columns = _window_sync_columns([] if plan.kind == 'create' else [target, store],
         changes, columns, options) -%}
+    {#- A column the tables keep but the model no longer selects is carried, null in the
+        window's changes: the versions before it keep their values and stay apart. -#}
+    {%- if columns.kept -%}
+        {%- do run_query('create or replace temporary view ' ~ changes ~ ' as select *, '
+            ~ _cdc_null_columns(columns.kept) ~ ' from (' ~ sql ~ ') as model') -%}
+        {%- do columns.update({'carried': columns.carried + columns.kept}) -%}
+    {%- endif -%}
     {%- do columns.update({'tracked': _cdc_history_tracked(columns, options)}) -%}
 
     {%- set summary = _cdc_merge_read_batch(changes, batch, columns, options, window) -%}
@@ -62,8 +69,10 @@
     {%- set writes = not window.is_empty or columns.dropped | length > 0 -%}
     {%- if writes -%}
         {%- do counts.update(summary) -%}
-        {%- do _cdc_merge_quarantine_batch(quarantine, batch, columns, options, plan, window,
-            execution_time, summary) -%}
+        {%- if not window.is_empty -%}
+            {%- do _cdc_merge_quarantine_batch(quarantine, batch, columns, options, plan,
+                window, execution_time, summary) -%}
+        {%- endif -%}
         {%- set store_window = window.predicate
             | replace('`' ~ options.window_column ~ '`', '_cdc_window_value') -%}
         {#- The store as this run found it (its version at the run's start): the keys
@@ -77,7 +86,12 @@
             ~ store ~ " where _cdc_is_truncate")[0] -%}
         {%- set every_key = summary.truncates > 0 or columns.dropped | length > 0 or held[1] -%}
         {%- set truncates = summary.truncates > 0 or held[0] -%}
-        {%- do run_query(_cdc_history_store_sql(store, batch, store_window)) -%}
+        {#- A window with nothing in it (a run that only drops a column) appends nothing
+            (its `replace where` range is empty, which Spark fails to plan as an
+            overwrite of a Delta table). -#}
+        {%- if not window.is_empty -%}
+            {%- do run_query(_cdc_history_store_sql(store, batch, store_window)) -%}
+        {%- endif -%}
         {%- call statement('main') -%}
             {{ _cdc_history_merge_sql(target, store, store_before, batch, columns, store_window,
                 every_key, truncates, plan.overlaps) }}

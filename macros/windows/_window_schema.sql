@@ -14,8 +14,9 @@
       mapping is switched on for that, once).
     In every mode, a column whose type changed, a key the table lacks, or a changed
     `sequence_by` fails the run: they need a full refresh. Returns the columns the run
-    writes (`columns`, with `carried` narrowed under `ignore`) and `dropped`, the
-    columns dropped from the model's table.
+    writes (`columns`, with `carried` narrowed under `ignore`), `dropped`, the
+    columns dropped from the model's table, and `kept`, those its table keeps though the
+    model no longer selects them (`ignore`, `append_new_columns`).
 -#}
 {% macro _window_sync_columns(relations, changes, columns, options) -%}
     {%- set mode = options.on_schema_change -%}
@@ -26,7 +27,7 @@
         {%- do owned.append(options.soft_delete_column | lower) -%}
     {%- endif -%}
     {%- set model_names = columns.carried | map(attribute='name') | map('lower') | list -%}
-    {%- set result = {'carried': columns.carried, 'dropped': []} -%}
+    {%- set result = {'carried': columns.carried, 'dropped': [], 'kept': []} -%}
     {%- for relation in relations -%}
         {%- set existing = {} -%}
         {%- set table_names = [] -%}
@@ -58,6 +59,11 @@
         {%- endfor -%}
         {%- set removed = table_names | reject('in', model_names) | list -%}
         {%- set added_names = added | map(attribute='name') | list -%}
+        {%- if loop.first and mode in ('ignore', 'append_new_columns') -%}
+            {%- for name in removed -%}
+                {%- do result.kept.append({'name': name, 'type': existing[name | lower]}) -%}
+            {%- endfor -%}
+        {%- endif -%}
         {%- if mode == 'fail' and (added or removed) -%}
             {{ _cdc_config_error(options.label, "the model's columns differ from "
                 ~ relation ~ "'s (added: " ~ (added_names | join(', ') or 'none')

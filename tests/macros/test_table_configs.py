@@ -181,9 +181,24 @@ def test_on_schema_change_decides_what_a_new_or_removed_column_does(
         (2, "bob", 3, True),
     ]
 
-    # sync_all_columns: the column the model no longer selects is dropped.
+    # append_new_columns, a column the model stops selecting: it stays in the tables;
+    # a merged update keeps its value there, the history's new version holds null.
     ingest_evolving(spark, 9, [(1, "u", 5, "annie")])
-    evolve(dbt, lakehouse_home, 10, "dropped", evolving_mode="sync_all_columns")
+    evolve(dbt, lakehouse_home, 10, "dropped")
+    assert columns_of(spark, EVOLVING) == ["id", "name", "name_length"]
+    assert read_rows(spark, EVOLVING, "id, name, name_length") == [(1, "anna", 5), (2, "bob", 3)]
+    assert columns_of(spark, f"{EVOLVING_HISTORY}__changes") == ["id", "name", "name_length"]
+    assert read_rows(spark, EVOLVING_HISTORY, "id, name, name_length, is_current") == [
+        (1, None, 5, True),
+        (1, "ann", None, False),
+        (1, "anna", None, False),
+        (2, "bo", None, False),
+        (2, "bob", 3, True),
+    ]
+
+    # sync_all_columns: the column the model no longer selects is dropped (a run with
+    # nothing new in its window).
+    evolve(dbt, lakehouse_home, 11, "dropped", evolving_mode="sync_all_columns")
     assert columns_of(spark, EVOLVING) == ["id", "name_length"]
     assert read_rows(spark, EVOLVING, "id, name_length") == [(1, 5), (2, 3)]
     assert columns_of(spark, EVOLVING_HISTORY) == ["id", *history_columns, "name_length"]
@@ -205,7 +220,7 @@ def test_on_schema_change_decides_what_a_new_or_removed_column_does(
     messages = evolve(
         dbt,
         lakehouse_home,
-        11,
+        12,
         "dropped",
         "evolving_merge",
         evolving_grants=grants,

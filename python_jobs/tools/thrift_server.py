@@ -20,7 +20,13 @@ from pathlib import Path
 
 import pyspark
 
-from python_jobs.spark import ensure_directories, launcher_environment, thrift_server_settings
+from python_jobs.spark import (
+    ensure_directories,
+    launcher_environment,
+    paths,
+    shared_catalog,
+    thrift_server_settings,
+)
 
 SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 SPARK_HOME = Path(pyspark.__file__).parent  # pip's pyspark ships bin/spark-submit
@@ -60,11 +66,14 @@ def main(argv: list[str] | None = None) -> int:
         "--ui-port", type=int, help="serve the web UI and its REST API on this port (default: off)"
     )
     args = parser.parse_args(argv)
-    from python_jobs.preflight import check_catalog
+    from python_jobs.preflight import check_catalog, check_derby
 
     try:
-        # The shared catalog (LAKEHOUSE_CATALOG) answers, before the server's JVM starts.
+        # The shared catalog (LAKEHOUSE_CATALOG) answers, or the embedded one is free,
+        # before the server's JVM starts.
         check_catalog()
+        if not shared_catalog():
+            check_derby(paths()["metastore"])
         ensure_directories()
         cmd = command(args.port, master=args.master, ui_port=args.ui_port)
     except RuntimeError as error:

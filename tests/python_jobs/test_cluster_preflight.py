@@ -7,6 +7,7 @@ loopback that nothing listens on.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import subprocess
@@ -92,6 +93,28 @@ def test_dbt_on_a_thrift_server_that_does_not_answer_fails_in_one_line(tmp_path:
     ]
     assert elapsed < 10, elapsed
     assert not home.exists()
+
+
+def test_a_thrift_server_on_a_held_embedded_catalog_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """Another process (here: this one, holding Derby's lock file as a booted Derby
+    does) has the embedded catalog: the server refuses before its JVM starts."""
+    home = tmp_path / "home"
+    lock = home / "metastore_db" / "dbex.lck"
+    lock.parent.mkdir(parents=True)
+    with lock.open("w") as held:
+        fcntl.lockf(held, fcntl.LOCK_EX)
+        proc, elapsed = _run(home, "python_jobs.tools.thrift_server", LAKEHOUSE_CATALOG="")
+    assert proc.returncode == 1
+    assert _output_lines(proc) == [
+        f"python -m python_jobs.tools.thrift_server: error: the embedded catalog "
+        f"{home / 'metastore_db'} is in use by another process (dbt, the Thrift server, docs "
+        "or the report): wait for it to finish, or use a shared catalog (make catalog-up, "
+        "then set LAKEHOUSE_CATALOG)"
+    ]
+    assert elapsed < 10, elapsed
+    assert sorted(p.name for p in home.iterdir()) == ["metastore_db"]
 
 
 def test_cluster_up_on_a_port_in_use_fails_in_one_line_and_starts_nothing(

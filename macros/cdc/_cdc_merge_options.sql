@@ -139,6 +139,12 @@
 {% macro _cdc_existing_is_delta(relation, options) -%}
     {%- set existing = load_relation(relation) -%}
     {%- if existing is not none and not existing.is_delta -%}
+        {#- A view or a table of another format where the model's table goes (say a
+            model that was a view): a full refresh drops it and builds the table. -#}
+        {%- if should_full_refresh() -%}
+            {%- do adapter.drop_relation(existing) -%}
+            {{ return(none) }}
+        {%- endif -%}
         {{ _cdc_config_error(options.label, options.model ~ " exists and is not a Delta "
             ~ "table; drop it or run with --full-refresh") }}
     {%- endif -%}

@@ -245,6 +245,35 @@ def test_a_full_refresh_that_dies_after_replacing_the_table_is_redone_by_the_nex
     ]
 
 
+def test_a_relation_that_is_not_a_delta_table_is_refused_then_replaced_by_a_full_refresh(
+    spark, dbt, lakehouse_home, clean_lakehouse
+) -> None:
+    """Where the model's table goes stands a view (the model was one before): a build
+    is refused and leaves it; a full refresh drops it and builds the table."""
+    for schema in ("silver", "ops"):
+        spark.sql(f"create schema if not exists {schema}")
+    ingest(spark, 6, 30, [(A, "c", 1, "A")])
+    spark.sql(f"create view {MODEL} as select 1 as id, 'view' as name")
+
+    result = build(dbt, lakehouse_home, "2024-10-07T07:00:00", expect_fail=True)
+    assert (
+        f"{MODEL} exists and is not a Delta table; drop it or run with --full-refresh"
+        in failure(result)
+    ), failure(result)
+    assert rows(spark) == [(1, "view")]
+
+    run_project(
+        dbt,
+        lakehouse_home,
+        {"execution_time": "2024-10-07T07:00:00"},
+        "--select",
+        "scenario_backfill",
+        "--full-refresh",
+    )
+    assert spark.sql(f"describe detail {MODEL}").first().format == "delta"
+    assert rows(spark) == [(A, "A")]
+
+
 def test_runs_follow_the_logs_commits_whatever_the_clock_says(
     spark, dbt, lakehouse_home, clean_lakehouse, rewrite_statement
 ) -> None:

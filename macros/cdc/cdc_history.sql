@@ -61,7 +61,7 @@
         store) -%}
     {%- if plan.kind == 'create' -%}
         {%- do _cdc_history_create(target, store, quarantine, changes, columns, options) -%}
-        {%- set run = _window_created(run, target, store) -%}
+        {%- set run = _window_rebase(run, target, store) -%}
     {%- endif -%}
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
     {#- A dropped column can make versions that differed only in it equal: every key's

@@ -37,8 +37,10 @@
     {#- Before any write: opening the window may refuse the run (`_window_open`). Each
         run records its start before its first write (`_window_begin`). -#}
     {%- set window = _window_open(plan, options) -%}
-    {%- set run = _window_begin_rerun(log, options, execution_time, plan, window) -%}
+    {%- set run = _window_begin_rerun(log, options, execution_time, plan, window, target,
+        tombstones) -%}
     {%- do _window_restore(target, tombstones, plan, options) -%}
+    {%- set run = _window_rebase(run, target, tombstones) -%}
     {%- set columns = _window_sync_columns([] if plan.kind == 'create' else [target],
         changes, columns, options) -%}
 
@@ -48,7 +50,7 @@
         tombstones, run) -%}
     {%- if plan.kind == 'create' -%}
         {%- do _cdc_merge_create(target, tombstones, quarantine, changes, columns, options) -%}
-        {%- set run = _window_created(run, target, tombstones) -%}
+        {%- set run = _window_rebase(run, target, tombstones) -%}
     {%- endif -%}
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
     {%- set written = {'target': not window.is_empty, 'side': false} -%}

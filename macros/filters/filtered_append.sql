@@ -45,8 +45,10 @@
     {#- Before any write: opening the window may refuse the run (`_window_open`). Each
         run records its start before its first write (`_window_begin`). -#}
     {%- set window = _window_open(plan, options) -%}
-    {%- set run = _window_begin_rerun(log, options, execution_time, plan, window) -%}
+    {%- set run = _window_begin_rerun(log, options, execution_time, plan, window, target,
+        quarantine) -%}
     {%- do _window_restore(target, quarantine, plan, options) -%}
+    {%- set run = _window_rebase(run, target, quarantine) -%}
     {%- set columns = _window_sync_columns([] if plan.kind == 'create' else [target],
         changes, columns, options) -%}
 
@@ -62,7 +64,7 @@
             (target, _cdc_column_definitions(columns.carried)),
             (quarantine, _filter_quarantine_definition()),
         ], options) -%}
-        {%- set run = _window_created(run, target, quarantine) -%}
+        {%- set run = _window_rebase(run, target, quarantine) -%}
     {%- endif -%}
     {%- set duplicates = {'removed': 0} -%}
     {%- set written = {'target': not window.is_empty, 'side': false} -%}

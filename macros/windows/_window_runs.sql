@@ -321,7 +321,7 @@
       once the window is open;
     - a create records it before it creates the tables (the table it replaces, if any,
       is no base: -1); the run's base is then the new tables' versions
-      (`_window_created`);
+      (`_window_rebase`);
     - any other run records it once its window is read and closed (the window's end is
       the newest row read); its base is the versions the table has then.
     `run`: the start `_window_begin_rerun` recorded, if it did. With nothing in the
@@ -347,20 +347,27 @@
 {%- endmacro %}
 
 {#- A re-run that restores its table: its start, recorded before the restore (see
-    `_window_begin`); none for any other run. -#}
-{% macro _window_begin_rerun(log, options, execution_time, plan, window) -%}
+    `_window_begin`), once the versions it restores are known to be restorable (a
+    refused restore changes nothing, the log included); none for any other run. -#}
+{% macro _window_begin_rerun(log, options, execution_time, plan, window, target, side) -%}
     {%- if plan.kind != 'rerun' or plan.restore is none -%}
         {{ return(none) }}
     {%- endif -%}
+    {%- do _delta_check_restorable(target, plan.restore[0]) -%}
+    {%- do _delta_check_restorable(side, plan.restore[1]) -%}
     {%- set run = {'window': window, 'base': plan.restore[0], 'side_base': plan.restore[1]} -%}
     {%- do _window_record(log, 'started', options, execution_time, plan, window,
         run.base, run.side_base) -%}
     {{ return(run) }}
 {%- endmacro %}
 
-{#- A create, once it has created the tables: its base is their versions. -#}
-{% macro _window_created(run, target, side) -%}
-    {%- do run.update({'base': _delta_version(target), 'side_base': _delta_version(side)}) -%}
+{#- The run's base from here on: its tables' versions now, once a create has created
+    them or a re-run has restored them (a restore is a commit of its own; the version
+    a table has when the run does not write it again). Nothing for `run` none. -#}
+{% macro _window_rebase(run, target, side) -%}
+    {%- if run is not none -%}
+        {%- do run.update({'base': _delta_version(target), 'side_base': _delta_version(side)}) -%}
+    {%- endif -%}
     {{ return(run) }}
 {%- endmacro %}
 
@@ -433,9 +440,12 @@
 -#}
 {% macro _window_prepare(changes, sql, options) -%}
     {%- do run_query('create or replace temporary view ' ~ changes ~ ' as ' ~ sql) -%}
+    {#- The model's columns checked first: a full refresh drops a relation that is not
+        a Delta table (`_cdc_existing_is_delta`), not for a model that cannot build. -#}
+    {%- set columns = _cdc_merge_columns(changes, options) -%}
     {%- set existing = _cdc_existing_is_delta(this, options) -%}
     {%- set prepared = {
-        'columns': _cdc_merge_columns(changes, options),
+        'columns': columns,
         'fresh': existing is none or should_full_refresh(),
         'log': _window_log_relation(),
     } -%}

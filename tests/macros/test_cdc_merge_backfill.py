@@ -53,6 +53,19 @@ def quarantined(spark) -> list[tuple]:
     )
 
 
+TOMBSTONES = f"{MODEL}__tombstones"
+
+
+def recorded_after(spark) -> tuple:
+    """The table and tombstone versions the model's last succeeded run recorded."""
+    row = spark.sql(
+        "select version_after, side_version_after from ops.window_runs "
+        f"where model = '{MODEL}' and status = 'succeeded' "
+        "order by _metadata.row_commit_version desc limit 1"
+    ).first()
+    return tuple(row)
+
+
 def run_log(spark) -> list[tuple]:
     """The model's run log in commit order: (execution time, kind, window start, status)."""
     return [
@@ -106,6 +119,9 @@ def test_backfills_restore_the_table_then_merge_the_window_again(
     for at, (_, _, expected) in list(hourly.items())[1:]:
         build(dbt, lakehouse_home, f"2024-10-07T{at}:00", backfill_filter="id is not null")
         assert rows(spark) == expected, f"backfill {at}"
+        # The versions it recorded are those its tables have: a restore is a commit,
+        # also of the tombstones the window does not write again.
+        assert recorded_after(spark) == (version(spark), delta_version(spark, TOMBSTONES)), at
     assert quarantined(spark) == []
     final = hourly["10:00"][2]
 
@@ -128,12 +144,13 @@ def test_backfills_restore_the_table_then_merge_the_window_again(
     )
     spark.sql(f"optimize {MODEL}")
     spark.sql(f"vacuum {MODEL} retain 0 hours")
-    before = version(spark)
+    before, logged = version(spark), run_log(spark)
     result = build(dbt, lakehouse_home, "2024-10-07T08:00:00", expect_fail=True)
     message = failure(result)
     assert f"cannot restore {MODEL} to version" in message
     assert "past the retention horizon" in message and "nothing was changed" in message
-    assert (rows(spark), version(spark)) == (final, before)
+    # Nothing, the run log included: the next run goes on from the last one.
+    assert (rows(spark), version(spark), run_log(spark)) == (final, before, logged)
 
 
 def test_a_crash_between_the_two_writes_is_repaired_by_the_next_run(

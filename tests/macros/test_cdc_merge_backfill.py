@@ -4,7 +4,9 @@ One story on `scenario_backfill` (tests/macros/materializations_project): the bo
 example of four hourly runs, a compaction between runs, backfills in order, a re-run
 with nothing new, a refused execution time, a restore past the retention horizon, a
 crash between the table's two writes, and a lost run log. Each step states the rows
-the table must hold after it.
+the table must hold after it. Then runs that die after their first write (a backfill
+after its restore, a full refresh after replacing the table), a view where the table
+goes, and a writer whose clock runs behind.
 """
 
 from __future__ import annotations

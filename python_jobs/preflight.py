@@ -59,11 +59,20 @@ CATALOG_ENV = "LAKEHOUSE_CATALOG"
 
 def check_session(catalog: bool) -> None:
     """Every check a new SparkSession needs (called by get_spark before the JVM starts)."""
+    check_master(os.environ.get("SPARK_MASTER", "local[*]"))
+    if catalog:
+        check_catalog_usable()
+    else:
+        check_catalog(probe=False)
+
+
+def check_catalog_usable() -> None:
+    """The catalog a process is about to bind: the shared one answers, or the embedded
+    one is not held by another process."""
     from python_jobs.spark import paths, shared_catalog
 
-    check_master(os.environ.get("SPARK_MASTER", "local[*]"))
-    check_catalog(probe=catalog)
-    if catalog and not shared_catalog():
+    check_catalog(probe=True)
+    if not shared_catalog():
         check_derby(paths()["metastore"])
 
 

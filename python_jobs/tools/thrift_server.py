@@ -20,13 +20,7 @@ from pathlib import Path
 
 import pyspark
 
-from python_jobs.spark import (
-    ensure_directories,
-    launcher_environment,
-    paths,
-    shared_catalog,
-    thrift_server_settings,
-)
+from python_jobs.spark import ensure_directories, launcher_environment, thrift_server_settings
 
 SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 SPARK_HOME = Path(pyspark.__file__).parent  # pip's pyspark ships bin/spark-submit
@@ -66,14 +60,12 @@ def main(argv: list[str] | None = None) -> int:
         "--ui-port", type=int, help="serve the web UI and its REST API on this port (default: off)"
     )
     args = parser.parse_args(argv)
-    from python_jobs.preflight import check_catalog, check_derby
+    from python_jobs.preflight import check_catalog_usable
 
     try:
         # The shared catalog (LAKEHOUSE_CATALOG) answers, or the embedded one is free,
         # before the server's JVM starts.
-        check_catalog()
-        if not shared_catalog():
-            check_derby(paths()["metastore"])
+        check_catalog_usable()
         ensure_directories()
         cmd = command(args.port, master=args.master, ui_port=args.ui_port)
     except RuntimeError as error:

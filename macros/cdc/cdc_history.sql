@@ -65,8 +65,19 @@
     {%- endif -%}
     {%- set counts = {'changes': 0, 'quarantined': 0} -%}
     {#- A dropped column can make versions that differed only in it equal: every key's
-        history is recomputed then, so it equals a full refresh's. -#}
-    {%- set writes = not window.is_empty or columns.dropped | length > 0 -%}
+        history is recomputed then, so it equals a full refresh's. Dropped by this run,
+        or since the last finished run: by a run that died after its `alter table` and
+        before it recorded its start, or by hand (the change store's history says). -#}
+    {%- set dropped = columns.dropped -%}
+    {%- if plan.kind != 'create' and not dropped -%}
+        {%- set dropped = _delta_dropped_columns(store, plan.finished_side, run.side_base) -%}
+        {%- if dropped -%}
+            {%- do _window_log_line(options.label ~ ": " ~ store ~ " lost columns since the "
+                ~ "last finished run (" ~ dropped | join(', ')
+                ~ "): every key's history is recomputed") -%}
+        {%- endif -%}
+    {%- endif -%}
+    {%- set writes = not window.is_empty or dropped | length > 0 -%}
     {%- if writes -%}
         {%- do counts.update(summary) -%}
         {%- if not window.is_empty -%}
@@ -84,7 +95,7 @@
             travel); Delta skips the files whose statistics show no truncate. -#}
         {%- set held = run_query("select count(*) > 0, count_if(" ~ store_window ~ ") > 0 from "
             ~ store ~ " where _cdc_is_truncate")[0] -%}
-        {%- set every_key = summary.truncates > 0 or columns.dropped | length > 0 or held[1] -%}
+        {%- set every_key = summary.truncates > 0 or dropped | length > 0 or held[1] -%}
         {%- set truncates = summary.truncates > 0 or held[0] -%}
         {#- A window with nothing in it (a run that only drops a column) appends nothing
             (its `replace where` range is empty, which Spark fails to plan as an

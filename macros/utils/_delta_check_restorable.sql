@@ -4,7 +4,7 @@
     VACUUM since may have deleted its files. A VACUUM with retention R run at time T
     deletes the files removed before T - R; the files of `version` are removed at the
     earliest by the commit after it, so that commit must be younger than every later
-    VACUUM's horizon.
+    VACUUM's horizon. Returns the table's current version (its history's newest).
 -#}
 {% macro _delta_check_restorable(relation, version) -%}
     {%- set history = run_query("describe history " ~ relation) -%}
@@ -38,4 +38,5 @@
             {%- endif -%}
         {%- endfor -%}
     {%- endif -%}
+    {{ return(by_version.keys() | max) }}
 {%- endmacro %}

@@ -207,6 +207,11 @@
     {%- set ends = attempts | map(attribute='end') | reject('none') | list -%}
     {%- do plan.update({'overlaps': ends | length > 0
         and (plan.start is none or ends | max > plan.start)}) -%}
+    {#- The side table's version as the lineage's last finished attempt left it (none
+        without one): what a run can compare the side table with, to see what changed
+        it since (an attempt that died, maintenance). -#}
+    {%- set finished = attempts | selectattr('status', 'equalto', 'succeeded') | list -%}
+    {%- do plan.update({'finished_side': finished[-1].side_after if finished else none}) -%}
     {{ return(plan) }}
 {%- endmacro %}
 
@@ -293,14 +298,14 @@
     {{ log(message, info=true) }}
 {%- endmacro %}
 
-{#- Restores the table and its side table to the plan's versions, or changes nothing. -#}
+{#- Restores the table and its side table to the plan's versions, or changes nothing.
+    Checks first that both restores are possible, unless `_window_begin_rerun` did
+    (`plan.current`: the tables' versions it found). -#}
 {% macro _window_restore(target, side, plan, options) -%}
     {%- if plan.restore is not none -%}
         {%- set pairs = [(target, plan.restore[0]), (side, plan.restore[1])] -%}
-        {%- for relation, version in pairs -%}
-            {%- do _delta_check_restorable(relation, version) -%}
-        {%- endfor -%}
-        {%- for relation, version in pairs if _delta_version(relation) != version -%}
+        {%- set current = plan.get('current') or _window_check_restorable(target, side, plan) -%}
+        {%- for relation, version in pairs if current[relation | string] != version -%}
             {%- do run_query("restore table " ~ relation ~ " to version as of " ~ version) -%}
         {%- endfor -%}
         {{ log(options.kind ~ ": restored " ~ target ~ " to version " ~ plan.restore[0]
@@ -311,6 +316,13 @@
             ~ "execution times " ~ plan.later | join(', ') ~ "; re-run them in order",
             info=true) }}
     {%- endif -%}
+{%- endmacro %}
+
+{#- Fails, changing nothing, unless the table and its side table can both be restored
+    to the plan's versions; returns their current versions, by relation name. -#}
+{% macro _window_check_restorable(target, side, plan) -%}
+    {{ return({target | string: _delta_check_restorable(target, plan.restore[0]),
+               side | string: _delta_check_restorable(side, plan.restore[1])}) }}
 {%- endmacro %}
 
 {#-
@@ -353,8 +365,7 @@
     {%- if plan.kind != 'rerun' or plan.restore is none -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- do _delta_check_restorable(target, plan.restore[0]) -%}
-    {%- do _delta_check_restorable(side, plan.restore[1]) -%}
+    {%- do plan.update({'current': _window_check_restorable(target, side, plan)}) -%}
     {%- set run = {'window': window, 'base': plan.restore[0], 'side_base': plan.restore[1]} -%}
     {%- do _window_record(log, 'started', options, execution_time, plan, window,
         run.base, run.side_base) -%}

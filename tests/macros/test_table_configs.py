@@ -141,7 +141,7 @@ def columns_of(spark, table: str) -> list[str]:
 
 
 def test_on_schema_change_decides_what_a_new_or_removed_column_does(
-    spark, dbt, lakehouse_home, clean_lakehouse
+    spark, dbt, lakehouse_home, clean_lakehouse, fail_statement, capsys
 ) -> None:
     for schema in ("silver", "ops"):
         spark.sql(f"create schema if not exists {schema}")
@@ -197,8 +197,30 @@ def test_on_schema_change_decides_what_a_new_or_removed_column_does(
     ]
 
     # sync_all_columns: the column the model no longer selects is dropped (a run with
-    # nothing new in its window).
+    # nothing new in its window). The history's first attempt dies after its drops,
+    # before it records its start; the next run finds nothing left to drop, reads the
+    # drop in the change store's history and still recomputes every key.
+    disarm = fail_statement(r"\bcache table\s+\S*evolving_history__cdc_batch\b", "after the drop")
+    messages = evolve(
+        dbt,
+        lakehouse_home,
+        11,
+        "dropped",
+        "evolving_history",
+        evolving_mode="sync_all_columns",
+        expect_fail=True,
+    )
+    assert "injected fault after the drop" in messages, messages
+    disarm()
+    assert columns_of(spark, EVOLVING_HISTORY) == ["id", *history_columns, "name_length"]
+    assert columns_of(spark, f"{EVOLVING_HISTORY}__changes") == ["id", "name_length"]
+    assert len(read_rows(spark, EVOLVING_HISTORY, "id, name_length, is_current")) == 5
+    capsys.readouterr()
     evolve(dbt, lakehouse_home, 11, "dropped", evolving_mode="sync_all_columns")
+    assert (
+        f"cdc_history (model {EVOLVING_HISTORY}): {EVOLVING_HISTORY}__changes lost columns "
+        "since the last finished run (name): every key's history is recomputed"
+    ) in capsys.readouterr().out
     assert columns_of(spark, EVOLVING) == ["id", "name_length"]
     assert read_rows(spark, EVOLVING, "id, name_length") == [(1, 5), (2, 3)]
     assert columns_of(spark, EVOLVING_HISTORY) == ["id", *history_columns, "name_length"]

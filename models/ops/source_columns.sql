@@ -14,7 +14,7 @@
     drift, listed by ops.schema_drift, shown by the report, warned about by its test.
     Each run reads only the Bronze rows committed after the newest commit it read for
     the topic (`_metadata.row_commit_version`, as the windowed models do), and only the
-    files of those commits (`_delta_commit_bound`): its cost follows the new rows, and
+    files of those commits (`bronze_committed_after`): its cost follows the new rows, and
     ingestion pays nothing. A topic whose staging model does
     not exist yet is left for a later run. -#}
 
@@ -53,7 +53,7 @@
 
 {#- Per topic: the rows committed after the newest commit read (all on the first run),
     reading only the files of those commits where the bound is exact
-    (`_delta_commit_bound`); none while its staging model does not exist. -#}
+    (`bronze_committed_after`); none while its staging model does not exist. -#}
 {%- set last_read = {} -%}
 {%- if execute and is_incremental() -%}
     {%- for row in run_query("select topic, max(last_seen_bronze_version) from " ~ this
@@ -69,13 +69,7 @@
     {%- elif start is none -%}
         {%- do conditions.update({topic: 'true'}) -%}
     {%- else -%}
-        {%- set condition = [bronze_commit_version() ~ ' > ' ~ start] -%}
-        {%- set bound = _delta_commit_bound(bronze, '_ingested_at', start | int) -%}
-        {%- if not bound.reason -%}
-            {%- do condition.append(bronze_commit_version() ~ ' <= ' ~ bound.end) -%}
-            {%- do condition.append(bound.predicate) -%}
-        {%- endif -%}
-        {%- do conditions.update({topic: condition | join(' and ')}) -%}
+        {%- do conditions.update({topic: bronze_committed_after(bronze, start)}) -%}
     {%- endif -%}
 {%- endfor %}
 

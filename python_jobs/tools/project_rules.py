@@ -561,7 +561,16 @@ def macro_file_names(manifest: Manifest) -> list[str]:
             )
     private = {m["unique_id"] for m in _own(manifest["macros"]) if m["name"].startswith("_")}
     for node in _own(manifest["nodes"]):
-        for macro in (node.get("depends_on") or {}).get("macros") or []:
+        # dbt records the macros a node calls by rendering it at parse time, so a call
+        # under `{% if execute %}` is missing there: its code is read as well.
+        code = re.sub(r"\{#.*?#\}", "", node.get("raw_code") or "", flags=re.S)
+        called = set((node.get("depends_on") or {}).get("macros") or [])
+        called |= {
+            macro
+            for macro in private
+            if re.search(rf"(?<![\w.]){re.escape(macro.split('.')[-1])}\s*\(", code)
+        }
+        for macro in sorted(called):
             if macro in private:
                 violations.append(
                     f"{_label(node)}: calls the private helper {macro.split('.')[-1]}: call "

@@ -282,6 +282,11 @@ def test_macro_file_names_fails_on_misnamed_macros(manifest: dict) -> None:
     manifest["nodes"]["model.lakehouse.visits"]["depends_on"]["macros"].append(
         "macro.lakehouse._cdc_as_list"
     )
+    # A call that dbt's parse does not record (under `{% if execute %}`), read from the
+    # code; a helper named in a comment is no call.
+    manifest["nodes"]["model.lakehouse.fct_visits"]["raw_code"] += (
+        "{# see _delta_version(...) #}{% if execute %}{% set v = _delta_version(this) %}{% endif %}"
+    )
     assert rules.macro_file_names(manifest) == [
         "macro cdc_columns (macros/cdc/cdc_merge.sql): one public macro per file, named as "
         "the file: move it to macros/cdc/cdc_columns.sql, or make it private (_cdc_columns)",
@@ -292,6 +297,9 @@ def test_macro_file_names_fails_on_misnamed_macros(manifest: dict) -> None:
         "macro file macros/dedup/deduplicate_rows.sql: defines no macro named "
         "deduplicate_rows (nor the materialization deduplicate_rows): name the file after "
         "its public macro",
+        "model fct_visits (models/marts/core/fct_visits.sql): calls the private helper "
+        "_delta_version: call a public macro (or make the helper public, in its own file, "
+        "documented)",
         "model visits (models/silver/visits.sql): calls the private helper _cdc_as_list: "
         "call a public macro (or make the helper public, in its own file, documented)",
     ]

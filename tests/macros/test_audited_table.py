@@ -339,13 +339,17 @@ def layout_model(spark, lakehouse_home):
     shutil.rmtree(root, ignore_errors=True)
 
 
-def merged_partitions(log: str, table: str) -> list[set[str]]:
+def merged_partitions(log: str, table: str) -> list[set[str | None]]:
     """The partition values each MERGE into `table` in this dbt log text names in its
-    condition (Delta reads only those partitions' files to find the rows it matches)."""
+    condition (Delta reads only those partitions' files to find the rows it matches);
+    None for the partition of null values."""
     found = []
     for statement in re.findall(rf"merge into {table} as t(.*?)when matched", log, re.S):
-        (values,) = re.findall(r"and \(t\.`team_id` in \((.*)\)\)$", statement, re.M)
-        found.append(set(re.findall(r"cast\('([^']*)' as int\)", values)))
+        pattern = r"and \((?:t\.`team_id` in \((.*)\))?(?: or )?(t\.`team_id` is null)?\)$"
+        ((values, null),) = re.findall(pattern, statement, re.M)
+        found.append(
+            set(re.findall(r"cast\('([^']*)' as int\)", values)) | ({None} if null else set())
+        )
     return found
 
 
@@ -393,14 +397,28 @@ def test_table_configs_apply_and_a_merge_reads_only_its_keys_partitions(
         (2, "bob", 20, 2, "blue"),
         (3, "cy", 30, 2, "blue"),
     ]
-    # The first merge read team 1's partition, the second both.
-    assert merged_partitions(log.read_text()[logged:], LAYOUT) == [{"1"}, {"1", "2"}]
-    assert commits_since(spark, LAYOUT, first) == [
-        ("MERGE", (0, 1, 0)),
-        ("SET TBLPROPERTIES", None),
-        ("MERGE", (0, 1, 0)),
-        ("SET TBLPROPERTIES", None),
+    # Key 3 loses its team: its row moves to the partition of null team ids, which the
+    # merge names with `is null` (`in (null)` would match nothing). Then it changes
+    # there: the merge reads that partition only, and finds the row (not inserted twice).
+    for change, score in (("team_id = null", 30), ("score = 31", 31)):
+        spark.sql(f"update silver.awap_scores set {change} where id = 3")
+        build("audited_layout")
+        assert publication(capsys, "audited_layout") == "incremental: 1 keys to recompute"
+        assert published_rows(spark, LAYOUT) == [
+            (1, "ada", 11, 1, "red"),
+            (2, "bob", 20, 2, "blue"),
+            (3, "cy", score, None, None),
+        ]
+    # The first merge read team 1's partition, the second both, the third team 2's and
+    # the nulls', the fourth the nulls' only.
+    assert merged_partitions(log.read_text()[logged:], LAYOUT) == [
+        {"1"},
+        {"1", "2"},
+        {"2", None},
+        {None},
     ]
+    publication_commits = [("MERGE", (0, 1, 0)), ("SET TBLPROPERTIES", None)]
+    assert commits_since(spark, LAYOUT, first) == publication_commits * 4
     clustered = "silver.audited_clustered"
     assert spark.sql(f"describe detail {clustered}").first()["clusteringColumns"] == ["id"]
     assert published_rows(spark, clustered) == [(1, "ada", 11), (2, "bob", 20), (3, "cy", 30)]
@@ -422,7 +440,7 @@ def test_table_configs_apply_and_a_merge_reads_only_its_keys_partitions(
         expect_fail=True,
     )
     assert "Syntax error at or near 'on': missing 'FUNCTIONS'" in failure(result)
-    assert published_rows(spark, clustered) == [(1, "ada", 12), (2, "bob", 20), (3, "cy", 30)]
+    assert published_rows(spark, clustered) == [(1, "ada", 12), (2, "bob", 20), (3, "cy", 31)]
 
 
 POINT_IN_TIME = "silver.audited_point_in_time"

@@ -11,7 +11,8 @@ AIRFLOW_VENV := $(CURDIR)/.venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 AIRFLOW_REQUIREMENTS := orchestration/airflow/requirements.txt
 
-# Everything the commands write lives under LAKEHOUSE_HOME (CONTRACT.md section 1).
+# Everything the commands write lives under LAKEHOUSE_HOME (docs/operations.md, "What lives
+# under LAKEHOUSE_HOME").
 ifeq ($(strip $(LAKEHOUSE_HOME)),)
 override LAKEHOUSE_HOME := $(CURDIR)/.lakehouse
 endif
@@ -133,7 +134,7 @@ $(VENV)/.kafka-jars: $(STAMP) python_jobs/tools/kafka_broker.py python_jobs/tool
 # for the shared catalog and the Debezium source database of
 # tests/e2e/test_debezium_postgres.py. `make packages`: what is missing of both, in one
 # apt transaction.
-CHROMIUM_MISSING = $(if $(shell command -v chromium),,chromium)
+CHROMIUM_MISSING = $(if $(wildcard /usr/bin/chromium),,chromium)
 POSTGRESQL_MISSING = $(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql)
 define apt_install
 @test -z "$(strip $(1))" || (export -n TMPDIR; export DEBIAN_FRONTEND=noninteractive; \

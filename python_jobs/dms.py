@@ -11,8 +11,9 @@ so the same staging, merge and history models read them:
 - `op`: `r` for a full-load row (no `Op`, or `I` with `IncludeOpForFullLoad`), `c`,
   `u`, `d` for `I`, `U`, `D`;
 - `after` (`before` for a delete): the row image as JSON text in Debezium's encodings
-  of PostgreSQL types (CONTRACT.md section 2): `timestamp` as epoch microseconds,
-  `date` as days, `numeric` as base64 unscaled bytes, `timestamptz` as ISO-8601 UTC;
+  of PostgreSQL types (those the staging models decode, macros/cdc/decode_debezium_*):
+  `timestamp` as epoch microseconds, `date` as days, `numeric` as base64 unscaled
+  bytes, `timestamptz` as ISO-8601 UTC;
 - `source_committed_at`: the commit-timestamp column (the endpoint's
   `TimestampColumnName`);
 - `source_lsn`: the DMS position, which with the file and the record's number in it

@@ -3,8 +3,9 @@
 Each rule is a function from the manifest (a dict) to a list of violation messages; each
 message names the node and what to fix. `tests/project/test_project_rules.py` parses the
 project and asserts that every rule returns nothing, and breaks each rule on a copy of
-the manifest to prove that it can fail. The rules are described in the README ("Project
-rules"); STYLE.md is where most of them come from.
+the manifest to prove that it can fail. The rules are listed in the README and described
+in docs/contributing.md ("The project rules"); docs/reviewing.md has the house style
+they come from.
 
 Only the project's own resources are checked (package `lakehouse`), not dbt's or an
 adapter's macros.

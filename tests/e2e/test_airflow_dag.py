@@ -8,8 +8,10 @@ that home, no server). A small simulated workload: day 1 landed, the interval en
 intervals again, in order (a backfill). After each run the tables are read by path from
 this process's session (Airflow's task processes have exited and released the embedded
 catalog): silver.users equals the simulator's truth of the days landed, the run log
-(`ops.window_runs`) has exactly the windows of each execution time, and each backfilled
-run leaves every silver table as the normal run of that interval left it.
+(`ops.window_runs`) has exactly the windows of each execution time; the backfill of the
+first interval leaves silver.users and its tombstones as that interval's run left them
+(the other silver tables as the second run left them), the backfill of the second
+leaves every silver table as its normal run left it.
 
 The DAG's dbt build is narrowed to `+users` (the Variable lakehouse_run_args, as an
 operator would) to keep the suite fast; the snapshot step snapshots the devices loads.

@@ -1,9 +1,10 @@
 """Snapshot every new full load of the devices catalog, oldest first.
 
 A dbt snapshot records the state it sees when it runs; the devices catalog arrives as
-daily full loads (`$LAKEHOUSE_HOME/landing/reference/devices/<YYYY-MM-DD>/`), so one
-`dbt build` snapshots only the latest load. This runs `dbt build --select
-+devices_history` once per load day after the last one the snapshot holds, in order,
+daily full loads (`$LAKEHOUSE_HOME/landing/reference/devices/<YYYY-MM-DD>/`), and a
+`dbt build` that names no load changes nothing (snapshots/devices_history.sql). This
+runs `dbt build --select +devices_history` once per load day after the last one the
+snapshot holds, in order,
 with that day as both the load to read (`devices_load_date`) and the snapshot's time
 (`snapshot_time`): a device missing from a load is closed at that load's day.
 Re-running it, or re-snapshotting a load, changes nothing. The snapshot's relation is

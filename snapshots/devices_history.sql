@@ -2,9 +2,10 @@
     The devices catalog's history, from its daily full loads, as a dbt snapshot: a
     device whose `full_name` changes gets a new version, a device missing from a load
     is closed (hard deletes invalidated), and one that comes back is reopened. A
-    snapshot sees one load per run: `devices_load_date` (var) or the latest load;
+    snapshot sees one load per run, `devices_load_date` (var):
     `python -m python_jobs.snapshot_loads` snapshots every new load in order, with
-    the load's day as the snapshot's time (var `snapshot_time`). The key is one
+    the load's day as the snapshot's time (var `snapshot_time`). Without the var a
+    snapshot changes nothing (the first one takes the earliest load). The key is one
     column (`type|version`): dbt's snapshot SQL with a list `unique_key` and hard
     deletes is ambiguous on Spark (AMBIGUOUS_REFERENCE snapshotted_data.dbt_unique_key_1).
 -#}
@@ -20,34 +21,28 @@
         )
     }}
 
-    with loads as (
-        select * from {{ ref('stg_reference__devices') }}
-    ),
-
     {#- python_jobs.run_dbt passes the var as LAKEHOUSE_DEVICES_LOAD_DATE (dbt then
         re-parses only this file when the load changes, not the whole project). -#}
     {%- set load_date = var('devices_load_date',
         env_var('LAKEHOUSE_DEVICES_LOAD_DATE', '') or none) %}
-    {#- An empty load would close every device: refused when the snapshot has open
-        versions (or a load was asked for by date). -#}
-    {%- if load_date %}
-        {%- set refused = 'count(*) = 0' %}
-    {%- elif execute and load_relation(this) is not none %}
-        {%- set refused = 'count(*) = 0 and (select count(*) from ' ~ this
-            ~ ' where dbt_valid_to is null) > 0' %}
-    {%- else %}
-        {%- set refused = 'false' %}
-    {%- endif %}
+    {%- set existing = execute and not load_date and load_relation(this) is not none %}
 
+    with loads as (
+        select * from {{ ref('stg_reference__devices') }}
+    ),
+
+    {# The load named, which must have rows (an empty load would close every device);
+        else, for the first snapshot, the earliest load (python_jobs.snapshot_loads
+        takes the later ones in order). #}
     snapshotted_load as (
         select
             case
-                when {{ refused }}
+                when {{ 'count(*) = 0' if load_date else 'false' }}
                     then raise_error(
-                        'devices_history: the devices load {{ load_date or "(latest)" }} has no '
+                        'devices_history: the devices load {{ load_date }} has no '
                         || 'rows; snapshotting it would close every device. Nothing was changed.'
                     )
-                else max(loads.load_date)
+                else {{ 'max' if load_date else 'min' }}(loads.load_date)
             end as load_date
         from loads
         {%- if load_date %}
@@ -55,7 +50,7 @@
         {%- endif %}
     ),
 
-    final as (
+    loaded as (
         select
             loads.type,
             loads.version,
@@ -64,6 +59,21 @@
             concat_ws('|', loads.type, loads.version) as device_key
         from loads
         inner join snapshotted_load on loads.load_date = snapshotted_load.load_date
+    ),
+
+    {# No load named and a history to keep: the snapshot's own open versions, so that
+        nothing changes. A plain build never moves the snapshot on: a load it took out
+        of order, at the time of the build, would close devices at that time, and
+        python_jobs.snapshot_loads would then skip the loads before it for good. #}
+    final as (
+        select
+            type,
+            version,
+            full_name,
+            loaded_at,
+            device_key
+        from {{ this if existing else 'loaded' }}
+        {{ 'where dbt_valid_to is null' if existing else '' }}
     )
 
     select * from final

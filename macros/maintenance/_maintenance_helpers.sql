@@ -190,16 +190,6 @@
     {{ return('') }}
 {%- endmacro %}
 
-{#- A map or array column's value (dbt's result tables hold them as JSON text). -#}
-{% macro _maintenance_value(value, empty) -%}
-    {%- if value is none or value == '' -%}
-        {{ return(empty) }}
-    {%- elif value is string -%}
-        {{ return(fromjson(value)) }}
-    {%- endif -%}
-    {{ return(value) }}
-{%- endmacro %}
-
 {#-
     One table: its retention properties, OPTIMIZE (clustering, Z-order by its keys, or
     compaction), then VACUUM with the table's retention; `done` holds the locations
@@ -215,7 +205,7 @@
         {{ return(none) }}
     {%- endif -%}
     {%- do done.append(detail['location']) -%}
-    {%- set properties = _maintenance_value(detail['properties'], {}) -%}
+    {%- set properties = _describe_value(detail['properties'], {}) -%}
     {%- set defaults = _maintenance_delta_defaults() -%}
     {#- Retention: files for the retention, the log for at least the horizon. -#}
     {%- set changes = {} -%}
@@ -238,8 +228,8 @@
             ~ assignments | join(', ') ~ ")") -%}
     {%- endif -%}
     {#- OPTIMIZE: the table's own clustering, else Z-order by its keys, else compaction. -#}
-    {%- set partitions = _maintenance_value(detail['partitionColumns'], []) | list -%}
-    {%- set clustering = _maintenance_value(detail['clusteringColumns'], []) | list -%}
+    {%- set partitions = _describe_value(detail['partitionColumns'], []) | list -%}
+    {%- set clustering = _describe_value(detail['clusteringColumns'], []) | list -%}
     {%- set zorder = [] if clustering
         else _maintenance_zorder_columns(relation, table['keys'], partitions, properties) -%}
     {%- set statement = "optimize " ~ relation -%}
@@ -253,7 +243,7 @@
     {%- do run_query(statement) -%}
     {%- set files_after = run_query("describe detail " ~ relation)[0]['numFiles'] -%}
     {%- do run_query("vacuum " ~ relation) -%}
-    {%- set vacuumed = _maintenance_value(
+    {%- set vacuumed = _describe_value(
         run_query("describe history " ~ relation ~ " limit 1")[0]['operationMetrics'], {}) -%}
     {{ log("maintain_tables: " ~ table.label ~ ": optimize "
         ~ ("clustered by " ~ clustering | join(', ') if clustering

@@ -116,6 +116,21 @@
     {{ return(_awap_current_checks(target) != desired) }}
 {%- endmacro %}
 
+{#- Whether an overwrite of `target` is to be followed by `liquid_clustered_by`'s
+    `cluster by`: Delta 4.4's overwrite drops a table's clustering columns and keeps its
+    `clustering` table feature, so a table created clustered (by this run, or by an
+    earlier one, even one that died between its overwrite and the `cluster by`) gets
+    them back. A table created without clustering keeps its layout, as every table
+    config applies at creation. (A merge keeps them; a run that died before its
+    `cluster by` recorded no marks, so the next run overwrites too.) -#}
+{% macro _awap_reclusters(target, configs, replace) -%}
+    {%- if not configs.liquid_clustered_by or replace -%}
+        {{ return(configs.liquid_clustered_by | length > 0) }}
+    {%- endif -%}
+    {%- set features = run_query("describe detail " ~ target)[0]['tableFeatures'] -%}
+    {{ return('clustering' in _describe_value(features, []) | list) }}
+{%- endmacro %}
+
 {#- The declared audits: a list of {name, condition}; every row must satisfy each. -#}
 {% macro _awap_declared_audits(audits, label) -%}
     {%- if audits is string or audits is mapping or audits is not sequence -%}

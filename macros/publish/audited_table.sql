@@ -102,7 +102,8 @@
 
     {#- 3. Publish: one commit (a merge of the recomputed keys, or an overwrite), or (new
         table, changed columns or checks) the table is replaced with the contract's
-        definition first. -#}
+        definition first. Then the clustering columns, which an overwrite drops. -#}
+    {%- set reclustered = not merging and _awap_reclusters(target, configs, replace) -%}
     {%- if merging -%}
         {%- call statement('main') -%}
             {%- if recomputed > 0 %}
@@ -120,11 +121,6 @@
             {%- do _awap_create_table(target, definition, constraints, properties,
                 replace=true, clauses=_table_config_clauses(target, configs, true)) -%}
         {%- endif -%}
-        {#- Delta 4.4's overwrite drops a table's clustering columns: a table clustered
-            (now, or when it was created) gets them back after it. One created without
-            keeps its layout, as every table config applies at creation. -#}
-        {%- set reclustered = configs.liquid_clustered_by and (replace or (run_query(
-            "describe detail " ~ target)[0]['clusteringColumns'] | string) not in ('[]', 'None', '')) -%}
         {%- call statement('main') -%}
             insert overwrite table {{ target }}
             select {{ _cdc_column_list(columns) }} from {{ staging }}
@@ -133,10 +129,10 @@
             distribute by {{ configs.partition_by | join(', ') }}
             {%- endif %}
         {%- endcall -%}
-        {%- if reclustered -%}
-            {%- do run_query("alter table " ~ target ~ " cluster by ("
-                ~ configs.liquid_clustered_by | join(', ') ~ ")") -%}
-        {%- endif -%}
+    {%- endif -%}
+    {%- if reclustered -%}
+        {%- do run_query("alter table " ~ target ~ " cluster by ("
+            ~ configs.liquid_clustered_by | join(', ') ~ ")") -%}
     {%- endif -%}
     {%- do run_query('drop view if exists ' ~ input) -%}
     {%- do _awap_set_properties(target, properties, plan) -%}

@@ -354,14 +354,15 @@ def merged_partitions(log: str, table: str) -> list[set[str | None]]:
 
 
 def test_table_configs_apply_and_a_merge_reads_only_its_keys_partitions(
-    spark, dbt, lakehouse_home, layout_model, capsys
+    spark, dbt, lakehouse_home, layout_model, capsys, fail_statement
 ) -> None:
     """`partition_by` and `location_root` on an incremental audited_table: the table is
     created with them, and an incremental build's merge reads only the partitions of
     the keys it recomputes (as published and as recomputed, so a key that moves to
     another partition is updated, not inserted twice). `liquid_clustered_by` on a
     full-rebuild audited_table (audited_clustered): the table keeps its clustering
-    columns after each overwrite."""
+    columns after each overwrite, and gets them back after a run that died between its
+    overwrite and its `cluster by`."""
     root = lakehouse_home / "audited-layout"
 
     def build(selection: str = "audited_layout audited_clustered") -> None:
@@ -422,15 +423,40 @@ def test_table_configs_apply_and_a_merge_reads_only_its_keys_partitions(
     clustered = "silver.audited_clustered"
     assert spark.sql(f"describe detail {clustered}").first()["clusteringColumns"] == ["id"]
     assert published_rows(spark, clustered) == [(1, "ada", 11), (2, "bob", 20), (3, "cy", 30)]
-    history = spark.sql(f"describe history {clustered}").orderBy("version").collect()
-    assert [row["operation"] for row in history] == ["CREATE OR REPLACE TABLE"] + [
-        "WRITE",
-        "CLUSTER BY",
-    ] * 3
+    publications = ["WRITE", "CLUSTER BY"] * 3
+
+    def operations() -> list[str]:
+        history = spark.sql(f"describe history {clustered}").orderBy("version").collect()
+        return [row["operation"] for row in history]
+
+    assert operations() == ["CREATE OR REPLACE TABLE"] + publications
+
+    # A run that dies between its overwrite and the `cluster by` (a test-only fault)
+    # leaves the new rows without clustering columns; the next run, though it replaces
+    # nothing, sets them again (the table was created clustered).
+    spark.sql("update silver.awap_scores set score = 12 where id = 1")
+    disarm = fail_statement(rf"alter table {clustered} cluster by", "before the cluster by")
+    result = run_project(
+        dbt,
+        lakehouse_home,
+        {"configured_root": str(root)},
+        "--select",
+        "audited_clustered",
+        expect_fail=True,
+    )
+    disarm()
+    assert "injected fault before the cluster by" in failure(result)
+    assert spark.sql(f"describe detail {clustered}").first()["clusteringColumns"] == []
+    assert published_rows(spark, clustered) == [(1, "ada", 12), (2, "bob", 20), (3, "cy", 31)]
+    build("audited_clustered")
+    assert spark.sql(f"describe detail {clustered}").first()["clusteringColumns"] == ["id"]
+    assert operations() == ["CREATE OR REPLACE TABLE"] + publications + ["WRITE"] * 2 + [
+        "CLUSTER BY"
+    ]
 
     # grants: applied after publication, as dbt-spark applies them; open-source Spark
     # has no SHOW GRANTS or GRANT, so the build fails there with Spark's own message.
-    spark.sql("update silver.awap_scores set score = 12 where id = 1")
+    spark.sql("update silver.awap_scores set score = 13 where id = 1")
     result = run_project(
         dbt,
         lakehouse_home,
@@ -440,7 +466,7 @@ def test_table_configs_apply_and_a_merge_reads_only_its_keys_partitions(
         expect_fail=True,
     )
     assert "Syntax error at or near 'on': missing 'FUNCTIONS'" in failure(result)
-    assert published_rows(spark, clustered) == [(1, "ada", 12), (2, "bob", 20), (3, "cy", 31)]
+    assert published_rows(spark, clustered) == [(1, "ada", 13), (2, "bob", 20), (3, "cy", 31)]
 
 
 POINT_IN_TIME = "silver.audited_point_in_time"

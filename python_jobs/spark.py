@@ -312,8 +312,11 @@ def catalog_settings() -> dict[str, str]:
 
 def launcher_environment() -> dict[str, str]:
     """Environment for the launcher JVM that spark-submit starts before the driver:
-    no perf-data files and no temp files outside LAKEHOUSE_HOME."""
-    return {"SPARK_LAUNCHER_OPTS": f"-XX:-UsePerfData -Djava.io.tmpdir={paths()['tmp']}"}
+    no perf-data files and no temp files outside LAKEHOUSE_HOME, unless the operator's
+    own SPARK_LAUNCHER_OPTS say otherwise (for drivers, the Thrift server and the
+    cluster's daemons alike)."""
+    default = f"-XX:-UsePerfData -Djava.io.tmpdir={paths()['tmp']}"
+    return {"SPARK_LAUNCHER_OPTS": os.environ.get("SPARK_LAUNCHER_OPTS") or default}
 
 
 # The driver JVM's JIT: the C2 compiler takes a method only once it is ten times hotter
@@ -510,7 +513,8 @@ def thrift_server_settings(master: str | None = None, ui_port: int | None = None
     path (only those: their transitive dependencies could shadow Spark's own).
 
     ``master`` runs it on a cluster (default: SPARK_MASTER, else local); ``ui_port``
-    turns its web UI and REST API (``/api/v1``) on at that port.
+    turns its web UI and REST API (``/api/v1``) on at that port (over a `spark.ui.port`
+    of LAKEHOUSE_SPARK_CONF: `make cluster-up` reads its status there).
     """
     jars = cached_jars()
     if not jars:
@@ -525,6 +529,8 @@ def thrift_server_settings(master: str | None = None, ui_port: int | None = None
     settings["spark.app.name"] = "lakehouse-thrift-server"
     if master is not None:
         settings.update(master_settings(master))
+        # The operator's settings go over the cluster's sizing too, as in get_spark.
+        settings.update(conf_overrides())
     if ui_port is not None:
         settings["spark.ui.enabled"] = "true"
         settings["spark.ui.port"] = str(ui_port)
@@ -641,8 +647,7 @@ def get_spark(catalog: bool = True) -> SparkSession:
 
     preflight.check_session(catalog)
     ensure_directories()
-    for key, value in launcher_environment().items():
-        os.environ.setdefault(key, value)
+    os.environ.update(launcher_environment())
     settings = spark_settings(catalog)
     _launch_jvm(settings)
     builder = SparkSession.builder

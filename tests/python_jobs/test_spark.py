@@ -11,13 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from python_jobs import spark as spark_module
 from python_jobs.preflight import DERBY_LOCK, derby_holder
 from python_jobs.spark import (
     REPO_ROOT,
     _resolved_jars_file,
     cluster_daemon_java_options,
+    launcher_environment,
     master_settings,
     spark_settings,
+    thrift_server_settings,
 )
 from tests.helpers import job_env
 
@@ -83,6 +86,35 @@ def test_lakehouse_spark_conf_goes_over_the_defaults(monkeypatch) -> None:
             f"LAKEHOUSE_SPARK_CONF: '{bad}' is not a spark.KEY=VALUE pair "
             "(space-separated, e.g. spark.sql.shuffle.partitions=64)"
         )
+
+
+def test_the_operators_settings_go_over_the_thrift_servers_and_launchers(monkeypatch) -> None:
+    """LAKEHOUSE_SPARK_CONF goes over the executors' sizing of a Thrift server on a
+    cluster too (`--ui-port` keeps its port, where `make cluster-up` reads the status);
+    the operator's SPARK_LAUNCHER_OPTS replace the project's for every JVM started."""
+    monkeypatch.setattr(
+        spark_module, "cached_jars", lambda: ["/jars/io.delta_delta-spark_2.13-4.4.0.jar"]
+    )
+    monkeypatch.setenv(
+        "LAKEHOUSE_SPARK_CONF", "spark.executor.memory=3g spark.cores.max=2 spark.ui.port=5000"
+    )
+    settings = thrift_server_settings("spark://127.0.0.1:7077", ui_port=4050)
+    assert [settings[key] for key in ("spark.master", "spark.executor.cores")] == [
+        "spark://127.0.0.1:7077",
+        "1",
+    ]
+    assert [settings[f"spark.{key}"] for key in ("executor.memory", "cores.max", "ui.port")] == [
+        "3g",
+        "2",
+        "4050",
+    ]
+    monkeypatch.delenv("SPARK_LAUNCHER_OPTS", raising=False)
+    tmp = spark_module.paths()["tmp"]
+    assert launcher_environment() == {
+        "SPARK_LAUNCHER_OPTS": f"-XX:-UsePerfData -Djava.io.tmpdir={tmp}"
+    }
+    monkeypatch.setenv("SPARK_LAUNCHER_OPTS", "-Xmx96m")
+    assert launcher_environment() == {"SPARK_LAUNCHER_OPTS": "-Xmx96m"}
 
 
 def test_lakehouse_jvm_options_go_last_on_every_jvm(monkeypatch, tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ runs `dbt build --select +devices_history` once per load day after the last one 
 snapshot holds, in order,
 with that day as both the load to read (`devices_load_date`) and the snapshot's time
 (`snapshot_time`): a device missing from a load is closed at that load's day.
-Re-running it, or re-snapshotting a load, changes nothing. The snapshot's relation is
+Re-running it, or re-snapshotting a load, changes nothing; the last load day taken is
+recorded on the snapshot (`lakehouse.snapshotted_load`), so a load that changed nothing
+is not taken again. The snapshot's relation is
 the one dbt names for the target (`silver.devices_history`, or a prefixed schema on a
 dev or ci target); on the `cluster` target it is read through the Thrift server.
 
@@ -79,17 +81,21 @@ def _query(target: str, sql: str) -> list[tuple]:
     with hive.connect(host, port=port, username=user) as connection:
         cursor = connection.cursor()
         cursor.execute(sql)
-        return [tuple(row) for row in cursor.fetchall()]
+        # A statement without a result set (an `alter table`) has no description.
+        return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
 
 
-def snapshotted_through(args: list[str] | None = None) -> str | None:
-    """The latest load day the snapshot has recorded (an opening or a closing), on the
-    target that the dbt arguments `args` select."""
-    from python_jobs.run_dbt import target_of
+# The last load day snapshotted, a table property of the snapshot set after each load's
+# build: a load identical to the one before changes no row, so the rows alone would
+# leave every quiet day to be snapshotted again by each run.
+LOAD_PROPERTY = "lakehouse.snapshotted_load"
 
-    args = args or []
-    target = target_of(args)
-    schema, table = snapshot_relation(target_arguments(args))
+
+def snapshotted_through(target: str, relation: str) -> str | None:
+    """The latest load day the snapshot `relation` (schema.table) has taken on `target`:
+    the one recorded after its build, or the latest opening or closing it holds (a
+    snapshot made before the record, or a build that died before it)."""
+    schema, table = relation.split(".")
     if not _query(target, f"show schemas like '{schema}'"):
         return None
     if not _query(target, f"show tables in {schema} like '{table}'"):
@@ -97,9 +103,10 @@ def snapshotted_through(args: list[str] | None = None) -> str | None:
     rows = _query(
         target,
         "select date_format(greatest(max(dbt_valid_from), coalesce(max(dbt_valid_to), "
-        f"max(dbt_valid_from))), 'yyyy-MM-dd') as day from {schema}.{table}",
+        f"max(dbt_valid_from))), 'yyyy-MM-dd') as day from {relation}",
     )
-    return rows[0][0]
+    recorded = dict(_query(target, f"show tblproperties {relation}")).get(LOAD_PROPERTY)
+    return max(filter(None, (rows[0][0], recorded)), default=None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,10 +114,12 @@ def main(argv: list[str] | None = None) -> int:
     if args and args[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    from python_jobs.run_dbt import invoke
+    from python_jobs.run_dbt import invoke, target_of
     from python_jobs.spark import paths
 
-    last = snapshotted_through(args)
+    target = target_of(args)
+    relation = ".".join(snapshot_relation(target_arguments(args)))
+    last = snapshotted_through(target, relation)
     days = [day for day in load_days(paths()["devices_loads"]) if last is None or day > last]
     if not days:
         print(f"devices_history: no load after {last or 'the start'} to snapshot")
@@ -135,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
         if not result.success:
             print(f"devices_history: the snapshot of {day} failed", file=sys.stderr)
             return 1
+        # Then the load is recorded as taken (a run that dies before this snapshots it
+        # again, which changes nothing).
+        _query(target, f"alter table {relation} set tblproperties ('{LOAD_PROPERTY}' = '{day}')")
     return 0
 
 

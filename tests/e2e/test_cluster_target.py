@@ -6,13 +6,15 @@ with the shared catalog (`python -m python_jobs.catalog up`, PostgreSQL). The si
 workload is ingested on the cluster (SPARK_MASTER=spark://...), `dbt build` runs with
 DBT_TARGET=cluster through the Thrift server, and silver and gold equal the simulator's
 truth (the helpers of test_cdc_convergence, which checks the same tables built on the
-local target). The master's status API shows both applications got executors on the
-two workers, and the Thrift server's REST API shows that executors on the workers, not
-the driver, ran the tasks.
+local target); the devices snapshot step (`python_jobs.snapshot_loads`) takes each load
+through the Thrift server and equals the simulator's devices history. The master's
+status API shows both applications got executors on the two workers, and the Thrift
+server's REST API shows that executors on the workers, not the driver, ran the tasks.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -25,6 +27,7 @@ from pyhive import hive
 from python_jobs.spark import REPO_ROOT
 from python_jobs.tools import cluster
 from tests.e2e.test_cdc_convergence import assert_matches_truth, assert_visits_match_truth
+from tests.e2e.test_devices_history import history, truth_history
 from tests.helpers import SHORT_COMMAND_JVM, job_env
 
 # Silver and gold over users, articles and visits: the models and their tests (the
@@ -168,10 +171,19 @@ def test_dbt_build_on_the_cluster_equals_the_truth(cluster_home, simulate, monke
     _ok(_run(dbt_env, "python_jobs.run_dbt", "build", *SELECT, timeout=1800), "dbt build")
     print(f"dbt build, cluster target: {time.monotonic() - started:.1f} s")
 
+    # The snapshot step on the cluster target: each devices load in order, the snapshot
+    # read and its last load recorded through the Thrift server; then nothing new.
+    loads = sorted(d.name for d in (landing / "reference" / "devices").iterdir())
+    taken = _ok(_run(dbt_env, "python_jobs.snapshot_loads", timeout=1800), "snapshot_loads")
+    assert re.findall(r"snapshotting the load of (\S+)", taken) == loads
+    again = _ok(_run(dbt_env, "python_jobs.snapshot_loads"), "snapshot_loads again")
+    assert f"devices_history: no load after {loads[-1]} to snapshot" in again.splitlines()
+
     session = ThriftSession(addresses["SPARK_THRIFT_HOST"], int(addresses["SPARK_THRIFT_PORT"]))
     try:
         assert_matches_truth(session, truth, "cluster target")
         assert_visits_match_truth(session, truth, "cluster target")
+        assert history(session) == truth_history(truth)
     finally:
         session.close()
 

@@ -2,8 +2,9 @@
 
 Each load is snapshotted in order (`python -m python_jobs.snapshot_loads`); a device
 renamed gets a new version, a device missing from a load is closed at that load's day
-(hard-delete invalidation), and one that comes back is reopened. Stated loads with
-exact rows, then the simulator's loads against its ground truth.
+(hard-delete invalidation), and one that comes back is reopened; a load that changes
+nothing is taken once. Stated loads with exact rows, then the simulator's loads against
+its ground truth.
 """
 
 from __future__ import annotations
@@ -27,12 +28,26 @@ def write_load(landing: Path, day: str, devices: list[tuple[str, str, str]]) -> 
     (directory / "devices.json").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def history(spark) -> list[tuple]:
-    rows = spark.sql(f"select {COLUMNS} from silver.devices_history").collect()
+def history(session) -> list[tuple]:
+    """silver.devices_history's versions, sorted; `session` is a SparkSession or anything
+    with its `sql(...).collect()` (the cluster test's Thrift session)."""
+    rows = session.sql(f"select {COLUMNS} from silver.devices_history").collect()
     return sorted((tuple(row) for row in rows), key=lambda r: tuple(str(v) for v in r))
 
 
-def test_renames_removals_and_returns_become_versions(spark, clean_lakehouse) -> None:
+def truth_history(truth: Path) -> list[tuple]:
+    """The simulator's devices history (its ground truth), as `history` gives it."""
+    lines = (truth / "devices_history.jsonl").read_text(encoding="utf-8").splitlines()
+    return sorted(
+        (
+            (r["type"], r["version"], r["full_name"], r["valid_from"], r["valid_to"])
+            for r in map(json.loads, lines)
+        ),
+        key=lambda r: tuple(str(v) for v in r),
+    )
+
+
+def test_renames_removals_and_returns_become_versions(spark, clean_lakehouse, capsys) -> None:
     landing = clean_lakehouse["landing"]
     pc, phone, tv = ("desktop", "windows-10"), ("mobile", "ios-17"), ("tv", "tizen-8")
     write_load(landing, "2024-10-07", [(*pc, "Windows 10 PC"), (*phone, "iPhone"), (*tv, "TV")])
@@ -105,19 +120,24 @@ def test_renames_removals_and_returns_become_versions(spark, clean_lakehouse) ->
     assert "updated file: lakehouse://snapshots/devices_history.sql" in since
     assert "Unable to do partial parsing" not in since
 
+    # A load equal to the one before changes no row; it is taken once, not again by
+    # every run after it (the last load taken is recorded on the snapshot).
+    four_loads = history(spark)
+    write_load(landing, "2024-10-11", [(*phone, "Apple iPhone, iOS 17"), (*tv, "TV")])
+    capsys.readouterr()
+    assert snapshot_loads.main([]) == 0
+    assert "snapshotting the load of 2024-10-11" in capsys.readouterr().out
+    assert history(spark) == four_loads
+    assert snapshot_loads.main([]) == 0
+    assert capsys.readouterr().out == "devices_history: no load after 2024-10-11 to snapshot\n"
+    assert history(spark) == four_loads
+
 
 def test_the_simulators_loads_give_its_devices_history(spark, clean_lakehouse, simulate) -> None:
     landing = clean_lakehouse["landing"]
     truth = simulate(landing, clean_lakehouse["home"] / "truth", "--seed", "11", "--days", "4")
     assert snapshot_loads.main([]) == 0
-    lines = (truth / "devices_history.jsonl").read_text(encoding="utf-8").splitlines()
-    want = sorted(
-        (
-            (r["type"], r["version"], r["full_name"], r["valid_from"], r["valid_to"])
-            for r in map(json.loads, lines)
-        ),
-        key=lambda r: tuple(str(v) for v in r),
-    )
+    want = truth_history(truth)
     closed = [row for row in want if row[4] is not None]
     assert closed and len({row[:2] for row in want}) < len(want)  # changes happened
     assert history(spark) == want

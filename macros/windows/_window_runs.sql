@@ -306,7 +306,7 @@
         {%- set pairs = [(target, plan.restore[0]), (side, plan.restore[1])] -%}
         {%- set current = plan.get('current') or _window_check_restorable(target, side, plan) -%}
         {%- for relation, version in pairs if current[relation | string] != version -%}
-            {%- do run_query("restore table " ~ relation ~ " to version as of " ~ version) -%}
+            {%- do _delta_restore(relation, version) -%}
         {%- endfor -%}
         {{ log(options.kind ~ ": restored " ~ target ~ " to version " ~ plan.restore[0]
             ~ " (before the window it reads again)", info=true) }}

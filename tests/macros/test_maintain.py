@@ -3,7 +3,8 @@
 One story on `scenario_backfill` (tests/macros/materializations_project), built once for the
 module over the book's four hourly windows: maintenance compacts and vacuums every table
 with a retention that covers the backfill horizon, and a backfill inside the horizon
-still restores and gives the book's rows; with the horizon at 0 (every earlier version
+still restores and gives the book's rows, and keeps a raised retention (Delta's RESTORE
+brings back the old table properties); with the horizon at 0 (every earlier version
 is then outside it, as if the horizon had passed), the backfill fails with the restore
 check's message and changes nothing. A retention shorter than the horizon is refused
 before anything is touched.
@@ -61,6 +62,18 @@ def maintain_tables(dbt, lakehouse_home, expect_fail: bool = False, **arguments)
         json.dumps(arguments),
         expect_fail=expect_fail,
     )
+
+
+RETENTION = ("delta.deletedFileRetentionDuration", "delta.logRetentionDuration")
+
+
+def retention(spark, table: str) -> dict[str, str]:
+    """The table's retention properties that are set."""
+    return {
+        row["key"]: row["value"]
+        for row in spark.sql(f"show tblproperties {table}").collect()
+        if row["key"] in RETENTION
+    }
 
 
 def num_files(spark, table: str) -> int:
@@ -144,6 +157,21 @@ def test_maintenance_keeps_what_a_backfill_within_the_horizon_restores(
     for at in ("08:00", "09:00", "10:00"):
         build(dbt, lakehouse_home, f"2024-10-07T{at}:00")
         assert rows(spark) == HOURLY[at][2], f"backfill {at}"
+
+    # A horizon past Delta's 30 days of log: maintenance raises the tables' log and file
+    # retention. A backfill's RESTORE brings back the properties of the version it
+    # restores; the backfill keeps the raised ones (the model's and its tombstones').
+    maintain_tables(dbt, lakehouse_home, horizon_hours=1000, retain_hours=1000)
+    raised = {name: "interval 1000 hours" for name in RETENTION}
+    assert retention(spark, MODEL) == retention(spark, TOMBSTONES) == raised
+    build(dbt, lakehouse_home, "2024-10-07T10:00:00")
+    assert rows(spark) == FINAL
+    assert [op for op, _ in history(spark, MODEL, 0)][-3:] == [
+        "RESTORE",
+        "SET TBLPROPERTIES",
+        "MERGE",
+    ]
+    assert retention(spark, MODEL) == retention(spark, TOMBSTONES) == raised
 
     # The horizon passes: with a horizon (and retention) of 0 hours every earlier
     # version is outside it. Maintenance sets the tables' file retention to 0 and

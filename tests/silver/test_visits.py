@@ -15,7 +15,9 @@ with an execution time per round:
    re-stamped three days after its original is not compared and is appended again; one
    re-stamped 11 hours after is removed;
 7. two copies of a visit in one window from two writers of the topic, the one committed
-   second with a clock an hour behind: the copy committed first wins.
+   second with a clock an hour behind: the copy committed first wins;
+8. and 9. a run that dies after its writes and statistics, before its end is recorded,
+   then the next round: each visit, quarantined row and window counted once.
 """
 
 from __future__ import annotations
@@ -340,3 +342,73 @@ def test_the_copy_committed_first_wins_whatever_the_writers_clocks_say(skewed_ro
     assert skewed_round == VISITS_5 + [
         ("v30", "2024-10-12 08:00:00", 7, "mobile", "17", "visits-7a.json", 1)
     ]
+
+
+BATCH_8 = [
+    visit("v40", event_time="2024-10-13T08:00:00Z"),  # 1 kept
+    visit("v41", page=""),  # 2 missing_page
+]
+BATCH_9 = [
+    visit("v42", event_time="2024-10-14T08:00:00Z"),  # 1 kept
+    # 2 a copy of v40, whose window the dead attempt read: removed, v40 kept once
+    visit("v40", event_time="2024-10-13T08:00:00Z", device_version="18"),
+]
+
+
+def window_stats(total: int, no_page: int, passed: int, duplicates: int) -> list[tuple]:
+    """A window's statistics (as STATS_1) when only missing_page and the deduplication
+    reject rows: `total` rows, `no_page` without a page, `passed` left for the
+    deduplication, of which `duplicates` copies."""
+    rejected = {name: no_page if name == "missing_page" else 0 for name in FILTERS}
+    return [(name, rejected[name], rejected[name], total) for name in FILTERS] + [
+        ("duplicate_visit_id", duplicates, duplicates, passed)
+    ]
+
+
+def test_a_run_that_dies_before_recording_its_end_is_repaired_by_the_next(
+    spark, dbt, skewed_round, fail_statement
+) -> None:
+    """Round 8 writes the visits, the quarantine and its statistics, then dies before its
+    run is recorded as succeeded (a test-only fault). Round 9, a new execution time,
+    restores both tables to round 8's base and reads from round 8's window on: round 8's
+    rows once, round 9's copy of a round-8 visit removed, and of the two runs'
+    statistics only round 9's stand (its window covers round 8's)."""
+    ingest_lines(spark, "visits-8.json", BATCH_8, datetime(2024, 10, 13, 10, tzinfo=UTC), 5)
+    disarm = fail_statement(
+        r"window_runs values \('silver\.visits', .*'succeeded', current_timestamp",
+        "before the run's end",
+    )
+    result = dbt(
+        "run",
+        "--select",
+        "visits",
+        "--vars",
+        json.dumps({"execution_time": "2024-10-13T10:30:00"}),
+        expect_fail=True,
+    )
+    disarm()
+    assert "injected fault before the run's end" in " ".join(
+        str(r.message) for r in result.result.results
+    )
+    v40 = ("v40", "2024-10-13 08:00:00", 7, "mobile", "17", "visits-8.json", 1)
+    v41 = ("missing_page", ["missing_page"], "visits-8.json", 2)
+    assert (visits(spark), quarantine(spark)) == (skewed_round + [v40], QUARANTINE_2 + [v41])
+    assert stats_by_run(spark)[-1] == window_stats(2, 1, 1, 0)
+
+    ingest_lines(spark, "visits-9.json", BATCH_9, datetime(2024, 10, 14, 10, tzinfo=UTC), 6)
+    build(dbt, "2024-10-14T10:30:00")
+    v42 = ("v42", "2024-10-14 08:00:00", 7, "mobile", "17", "visits-9.json", 1)
+    assert visits(spark) == skewed_round + [v40, v42]
+    assert quarantine(spark) == QUARANTINE_2 + [v41]
+    assert stats_by_run(spark)[-2:] == [window_stats(2, 1, 1, 0), window_stats(4, 1, 3, 1)]
+    runs = [row[0] for row in spark.sql(
+        "select invocation_id from ops.filter_stats where model = 'visits' "
+        "group by invocation_id order by min(_metadata.row_commit_version)"
+    ).collect()]  # fmt: skip
+    standing = {
+        row[0]
+        for row in spark.sql(
+            "select distinct invocation_id from ops.filter_stats_current where model = 'visits'"
+        ).collect()
+    }
+    assert (runs[-2] in standing, runs[-1] in standing) == (False, True)

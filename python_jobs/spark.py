@@ -522,15 +522,15 @@ def thrift_server_settings(master: str | None = None, ui_port: int | None = None
             "the Delta jars are not cached yet: run `make setup` (or any job) once first"
         )
     settings = spark_settings(catalog=True)
+    if master is not None:
+        settings.update(master_settings(master))
+        # The operator's settings go over the cluster's sizing too, as in get_spark.
+        settings.update(conf_overrides())
     delta = [j for j in jars if Path(j).name.startswith(DELTA_JAR_PREFIXES)]
     # Then the shared catalog's JDBC driver, where catalog_settings put it.
     driver = settings.get("spark.driver.extraClassPath", "")
     settings["spark.driver.extraClassPath"] = os.pathsep.join([*delta, *filter(None, [driver])])
     settings["spark.app.name"] = "lakehouse-thrift-server"
-    if master is not None:
-        settings.update(master_settings(master))
-        # The operator's settings go over the cluster's sizing too, as in get_spark.
-        settings.update(conf_overrides())
     if ui_port is not None:
         settings["spark.ui.enabled"] = "true"
         settings["spark.ui.port"] = str(ui_port)
@@ -573,12 +573,22 @@ def _launch_jvm(settings: dict[str, str]) -> None:
         target=_forward_jvm_stderr, args=(read,), name="jvm-stderr", daemon=True
     )
     forwarder.start()
+    # The launcher's options reach spark-submit through the environment, for this launch
+    # only: the process's children (a job, the Thrift server, a cluster) start their own
+    # JVMs with their own home's.
+    saved = os.environ.get("SPARK_LAUNCHER_OPTS")
+    os.environ.update(launcher_environment())
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stderr": write})
     except BaseException:
         os.close(write)
         forwarder.join(timeout=5)  # what the JVM said before it failed, first
         raise
+    finally:
+        if saved is None:
+            os.environ.pop("SPARK_LAUNCHER_OPTS", None)
+        else:
+            os.environ["SPARK_LAUNCHER_OPTS"] = saved
     os.close(write)
     SparkContext._ensure_initialized(gateway=gateway)
     atexit.register(stop_jvm)
@@ -647,7 +657,6 @@ def get_spark(catalog: bool = True) -> SparkSession:
 
     preflight.check_session(catalog)
     ensure_directories()
-    os.environ.update(launcher_environment())
     settings = spark_settings(catalog)
     _launch_jvm(settings)
     builder = SparkSession.builder

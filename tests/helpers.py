@@ -25,8 +25,6 @@ SUITE_PROCESS_VARIABLES = (
     "DBT_TARGET",
     "LAKEHOUSE_CATALOG",
     "SPARK_MASTER",
-    # get_spark sets it in the suite's process, with the suite home's temp directory.
-    "SPARK_LAUNCHER_OPTS",
 )
 
 

@@ -49,7 +49,6 @@ def test_make_demo_writes_only_under_its_home(tmp_path: Path) -> None:
             "DBT_LOG_PATH",
             "MAKEFLAGS",
             "MAKELEVEL",
-            "SPARK_LAUNCHER_OPTS",
         )
     }
     env["HOME"] = str(user_home)

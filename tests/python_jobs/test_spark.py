@@ -90,15 +90,23 @@ def test_lakehouse_spark_conf_goes_over_the_defaults(monkeypatch) -> None:
 
 def test_the_operators_settings_go_over_the_thrift_servers_and_launchers(monkeypatch) -> None:
     """LAKEHOUSE_SPARK_CONF goes over the executors' sizing of a Thrift server on a
-    cluster too (`--ui-port` keeps its port, where `make cluster-up` reads the status);
-    the operator's SPARK_LAUNCHER_OPTS replace the project's for every JVM started."""
+    cluster too (`--ui-port` keeps its port, where `make cluster-up` reads the status;
+    the Delta jars stay on its class path); the operator's SPARK_LAUNCHER_OPTS replace
+    the project's for every JVM started."""
     monkeypatch.setattr(
         spark_module, "cached_jars", lambda: ["/jars/io.delta_delta-spark_2.13-4.4.0.jar"]
     )
     monkeypatch.setenv(
-        "LAKEHOUSE_SPARK_CONF", "spark.executor.memory=3g spark.cores.max=2 spark.ui.port=5000"
+        "LAKEHOUSE_SPARK_CONF",
+        "spark.executor.memory=3g spark.cores.max=2 spark.ui.port=5000 "
+        "spark.driver.extraClassPath=/extra.jar",
     )
     settings = thrift_server_settings("spark://127.0.0.1:7077", ui_port=4050)
+    # The Delta jars stay first on the driver's class path (its sessions load Delta).
+    assert settings["spark.driver.extraClassPath"] == os.pathsep.join(
+        ["/jars/io.delta_delta-spark_2.13-4.4.0.jar", "/extra.jar"]
+    )
+    assert settings["spark.app.name"] == "lakehouse-thrift-server"
     assert [settings[key] for key in ("spark.master", "spark.executor.cores")] == [
         "spark://127.0.0.1:7077",
         "1",
@@ -119,15 +127,19 @@ def test_the_operators_settings_go_over_the_thrift_servers_and_launchers(monkeyp
 
 def test_lakehouse_jvm_options_go_last_on_every_jvm(monkeypatch, tmp_path: Path) -> None:
     """LAKEHOUSE_JVM_OPTIONS reach a driver the job starts, and the settings put them
-    last on drivers, executors and cluster daemons."""
+    last on drivers, executors and cluster daemons. The job's process keeps no
+    SPARK_LAUNCHER_OPTS of the project's: its children start JVMs with their own."""
     env = job_env(tmp_path, LAKEHOUSE_JVM_OPTIONS="-Xss2m -XX:TieredStopAtLevel=1")
+    env.pop("SPARK_LAUNCHER_OPTS", None)
     probe = (
-        "from python_jobs.spark import get_spark; s = get_spark(catalog=False); "
+        "import os; from python_jobs.spark import get_spark; s = get_spark(catalog=False); "
+        "print(os.environ.get('SPARK_LAUNCHER_OPTS')); "
         "print(list(s.sparkContext._jvm.java.lang.management.ManagementFactory"
         ".getRuntimeMXBean().getInputArguments()))"
     )
     proc = run_python(probe, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-2] == "None"
     arguments = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
     at = arguments.index("-Xss2m")
     assert arguments[at : at + 2] == ["-Xss2m", "-XX:TieredStopAtLevel=1"], arguments

@@ -4,12 +4,13 @@ A dbt snapshot records the state it sees when it runs; the devices catalog arriv
 daily full loads (`$LAKEHOUSE_HOME/landing/reference/devices/<YYYY-MM-DD>/`), and a
 `dbt build` that names no load changes nothing (snapshots/devices_history.sql). This
 runs `dbt build --select +devices_history` once per load day after the last one the
-snapshot holds, in order,
+snapshot took (its `lakehouse.snapshotted_load`, else the latest day its rows hold), in
+order,
 with that day as both the load to read (`devices_load_date`) and the snapshot's time
 (`snapshot_time`): a device missing from a load is closed at that load's day.
 Re-running it, or re-snapshotting a load, changes nothing; the last load day taken is
-recorded on the snapshot (`lakehouse.snapshotted_load`), so a load that changed nothing
-is not taken again. The snapshot's relation is
+recorded on the snapshot, so a load that changed nothing is not taken again (nor is a
+load delivered again for a day already taken). The snapshot's relation is
 the one dbt names for the target (`silver.devices_history`, or a prefixed schema on a
 dev or ci target); on the `cluster` target it is read through the Thrift server.
 

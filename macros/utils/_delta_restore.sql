@@ -1,23 +1,44 @@
 {#-
-    Private: RESTORE a Delta table to `version`, keeping the retention it has now. Delta's
-    RESTORE brings back that version's metadata, table properties included: a
+    Private: RESTORE a Delta table to `version`, keeping its retention. Delta's RESTORE
+    brings back that version's metadata, table properties included: a
     `delta.logRetentionDuration` that `make maintain` raised since (to a backfill horizon
     past Delta's 30 days) would fall back, and the log a backfill within the horizon
-    needs could be cleaned up before the next maintenance. A retention the restore
-    changed is set back (or unset) in one more commit; none otherwise.
+    needs could be cleaned up before the next maintenance. Each retention property is
+    set back to the value the newest commit other than a RESTORE gave it (the table's
+    history, which a RESTORE leaves as it is: a retry after a run that died between the
+    two finds it there too), else to its value before the restore; one more commit
+    where the restore changed one, none otherwise. A checkpoint that Delta writes at the
+    RESTORE's own commit cleans the log up by the restored retention: raise it in the
+    table's `tblproperties` config to keep it from the first version on.
 -#}
 {% macro _delta_restore(relation, version) -%}
     {%- set retention = ['delta.deletedFileRetentionDuration', 'delta.logRetentionDuration'] -%}
-    {%- set before = _delta_properties(relation) -%}
+    {%- set wanted = _delta_properties(relation) -%}
+    {%- set history = run_query("describe history " ~ relation) -%}
+    {%- for name in retention -%}
+        {%- set found = namespace(done=false) -%}
+        {%- for row in history if not found.done and row['operation'] != 'RESTORE' -%}
+            {%- set parameters = _describe_value(row['operationParameters'], {}) -%}
+            {%- set given = _describe_value(parameters.get('properties'), {}) -%}
+            {%- if name in given -%}
+                {%- do wanted.update({name: given[name]}) -%}
+                {%- set found.done = true -%}
+            {%- elif row['operation'] == 'UNSET TBLPROPERTIES'
+                    and name in _describe_value(parameters.get('propKeys'), []) -%}
+                {%- do wanted.pop(name, none) -%}
+                {%- set found.done = true -%}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- endfor -%}
     {%- do run_query("restore table " ~ relation ~ " to version as of " ~ version) -%}
-    {%- set after = _delta_properties(relation) -%}
+    {%- set restored = _delta_properties(relation) -%}
     {%- set kept = [] -%}
     {%- set dropped = [] -%}
-    {%- for name in retention if before.get(name) != after.get(name) -%}
-        {%- if before.get(name) is none -%}
+    {%- for name in retention if wanted.get(name) != restored.get(name) -%}
+        {%- if wanted.get(name) is none -%}
             {%- do dropped.append("'" ~ name ~ "'") -%}
         {%- else -%}
-            {%- do kept.append("'" ~ name ~ "' = '" ~ before[name] ~ "'") -%}
+            {%- do kept.append("'" ~ name ~ "' = '" ~ wanted[name] | replace("'", "\\'") ~ "'") -%}
         {%- endif -%}
     {%- endfor -%}
     {%- if kept -%}

@@ -1,7 +1,8 @@
 {#- A map or array column's value in a `describe` result (`describe detail`'s
     `clusteringColumns`, `tableFeatures`, `properties`; `describe history`'s
-    `operationMetrics`): dbt's result tables hold them as JSON text over the Thrift
-    server, as lists and mappings in a session of its own. -#}
+    `operationParameters`, `operationMetrics`), or a JSON text Delta keeps inside one:
+    dbt's result tables hold maps and arrays as JSON text; a value that is already a
+    list or mapping is returned as it is. -#}
 {% macro _describe_value(value, empty) -%}
     {%- if value is none or value == '' -%}
         {{ return(empty) }}

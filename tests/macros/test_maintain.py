@@ -131,7 +131,7 @@ def test_a_retention_shorter_than_the_horizon_is_refused(
 
 
 def test_maintenance_keeps_what_a_backfill_within_the_horizon_restores(
-    built, spark, dbt, lakehouse_home
+    built, spark, dbt, lakehouse_home, fail_statement
 ) -> None:
     start = version(spark)
     files = num_files(spark, MODEL)
@@ -164,6 +164,16 @@ def test_maintenance_keeps_what_a_backfill_within_the_horizon_restores(
     maintain_tables(dbt, lakehouse_home, horizon_hours=1000, retain_hours=1000)
     raised = {name: "interval 1000 hours" for name in RETENTION}
     assert retention(spark, MODEL) == retention(spark, TOMBSTONES) == raised
+    # The first try dies between the model's RESTORE and the retention set back (a
+    # test-only fault): the restored version's properties (none set); its retry sets
+    # them back from the table's history.
+    disarm = fail_statement(
+        rf"alter table \S*{MODEL.split('.')[1]} set tblproperties", "after the restore"
+    )
+    result = build(dbt, lakehouse_home, "2024-10-07T10:00:00", expect_fail=True)
+    disarm()
+    assert "injected fault after the restore" in failure(result)
+    assert retention(spark, MODEL) == {}
     build(dbt, lakehouse_home, "2024-10-07T10:00:00")
     assert rows(spark) == FINAL
     assert [op for op, _ in history(spark, MODEL, 0)][-3:] == [

@@ -527,7 +527,8 @@ def thrift_server_settings(master: str | None = None, ui_port: int | None = None
         # The operator's settings go over the cluster's sizing too, as in get_spark.
         settings.update(conf_overrides())
     delta = [j for j in jars if Path(j).name.startswith(DELTA_JAR_PREFIXES)]
-    # Then the shared catalog's JDBC driver, where catalog_settings put it.
+    # Then whatever the class path held: the shared catalog's JDBC driver, or the
+    # operator's own (LAKEHOUSE_SPARK_CONF).
     driver = settings.get("spark.driver.extraClassPath", "")
     settings["spark.driver.extraClassPath"] = os.pathsep.join([*delta, *filter(None, [driver])])
     settings["spark.app.name"] = "lakehouse-thrift-server"
@@ -568,16 +569,17 @@ def _launch_jvm(settings: dict[str, str]) -> None:
     conf = SparkConf()
     for key, value in settings.items():
         conf.set(key, value)
+    # The launcher's options reach spark-submit through the environment, for this launch
+    # only: the process's children (a job, the Thrift server, a cluster) start their own
+    # JVMs with their own home's.
+    launcher = launcher_environment()
+    saved = os.environ.get("SPARK_LAUNCHER_OPTS")
     read, write = os.pipe()
     forwarder = threading.Thread(
         target=_forward_jvm_stderr, args=(read,), name="jvm-stderr", daemon=True
     )
     forwarder.start()
-    # The launcher's options reach spark-submit through the environment, for this launch
-    # only: the process's children (a job, the Thrift server, a cluster) start their own
-    # JVMs with their own home's.
-    saved = os.environ.get("SPARK_LAUNCHER_OPTS")
-    os.environ.update(launcher_environment())
+    os.environ.update(launcher)
     try:
         gateway = launch_gateway(conf, popen_kwargs={"stderr": write})
     except BaseException:

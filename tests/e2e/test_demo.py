@@ -49,6 +49,8 @@ def test_make_demo_writes_only_under_its_home(tmp_path: Path) -> None:
             "DBT_LOG_PATH",
             "MAKEFLAGS",
             "MAKELEVEL",
+            # A developer's own launcher options (their temp directory) are not the demo's.
+            "SPARK_LAUNCHER_OPTS",
         )
     }
     env["HOME"] = str(user_home)

@@ -182,6 +182,13 @@ def test_maintenance_keeps_what_a_backfill_within_the_horizon_restores(
         "MERGE",
     ]
     assert retention(spark, MODEL) == retention(spark, TOMBSTONES) == raised
+    # An operator unsets the model's file retention; the next backfill keeps it unset
+    # (the newest commit naming it is the UNSET) and the log retention raised.
+    files, log = RETENTION
+    spark.sql(f"alter table {MODEL} unset tblproperties ('{files}')")
+    build(dbt, lakehouse_home, "2024-10-07T10:00:00")
+    assert rows(spark) == FINAL
+    assert retention(spark, MODEL) == {log: raised[log]}
 
     # The horizon passes: with a horizon (and retention) of 0 hours every earlier
     # version is outside it. Maintenance sets the tables' file retention to 0 and

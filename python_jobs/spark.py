@@ -35,6 +35,7 @@ path); unset, empty or ``derby`` keeps the embedded Derby catalog above.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import logging
 import os
@@ -42,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -310,6 +312,21 @@ def catalog_settings() -> dict[str, str]:
     return settings
 
 
+@contextlib.contextmanager
+def environment(**values: str) -> Iterator[None]:
+    """Set environment variables for the duration, then restore what was there."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def launcher_environment() -> dict[str, str]:
     """Environment for the launcher JVM that spark-submit starts before the driver:
     no perf-data files and no temp files outside LAKEHOUSE_HOME, unless the operator's
@@ -569,28 +586,21 @@ def _launch_jvm(settings: dict[str, str]) -> None:
     conf = SparkConf()
     for key, value in settings.items():
         conf.set(key, value)
-    # The launcher's options reach spark-submit through the environment, for this launch
-    # only: the process's children (a job, the Thrift server, a cluster) start their own
-    # JVMs with their own home's.
-    launcher = launcher_environment()
-    saved = os.environ.get("SPARK_LAUNCHER_OPTS")
     read, write = os.pipe()
     forwarder = threading.Thread(
         target=_forward_jvm_stderr, args=(read,), name="jvm-stderr", daemon=True
     )
     forwarder.start()
-    os.environ.update(launcher)
     try:
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": write})
+        # The launcher's options reach spark-submit through the environment, for this
+        # launch only: the process's children (a job, the Thrift server, a cluster)
+        # start their own JVMs with their own home's.
+        with environment(**launcher_environment()):
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": write})
     except BaseException:
         os.close(write)
         forwarder.join(timeout=5)  # what the JVM said before it failed, first
         raise
-    finally:
-        if saved is None:
-            os.environ.pop("SPARK_LAUNCHER_OPTS", None)
-        else:
-            os.environ["SPARK_LAUNCHER_OPTS"] = saved
     os.close(write)
     SparkContext._ensure_initialized(gateway=gateway)
     atexit.register(stop_jvm)

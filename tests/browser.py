@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from python_jobs.spark import paths
+from python_jobs.spark import environment, paths
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -120,20 +120,6 @@ def _scratch_dir() -> Path:
 
 
 @contextmanager
-def _environ(**values: str) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-@contextmanager
 def open_page(url: str, width: int = 1400, height: int = 900) -> Iterator[BrowserPage]:
     """Load `url` in headless Chromium; yields a :class:`BrowserPage` once it loaded."""
     from playwright.sync_api import sync_playwright
@@ -153,7 +139,7 @@ def open_page(url: str, width: int = 1400, height: int = 900) -> Iterator[Browse
     try:
         # The playwright driver (a node process) takes its environment from ours when it
         # starts: its temporary files and the browser's profile then go to `scratch`.
-        with _environ(TMPDIR=str(scratch)):
+        with environment(TMPDIR=str(scratch)):
             manager = sync_playwright().start()
         try:
             browser = manager.chromium.launch(

@@ -124,8 +124,10 @@
     config applies at creation. (A merge keeps them; a run that died before its
     `cluster by` recorded no marks, so the next run overwrites too.) -#}
 {% macro _awap_reclusters(target, configs, replace) -%}
-    {%- if not configs.liquid_clustered_by or replace -%}
-        {{ return(configs.liquid_clustered_by | length > 0) }}
+    {%- if not configs.liquid_clustered_by -%}
+        {{ return(false) }}
+    {%- elif replace -%}
+        {{ return(true) }}
     {%- endif -%}
     {%- set features = run_query("describe detail " ~ target)[0]['tableFeatures'] -%}
     {{ return('clustering' in _describe_value(features, []) | list) }}

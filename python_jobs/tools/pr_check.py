@@ -25,15 +25,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import os
 import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 
-from python_jobs.spark import REPO_ROOT, lakehouse_home
+from python_jobs.spark import REPO_ROOT, environment, lakehouse_home
 
 # What is linted: the folders the project's lint covers (python_jobs.tools.lint).
 SQL_FOLDERS = ("models/", "snapshots/", "tests/data_tests/")
@@ -79,21 +77,6 @@ def default_prefix(project_dir: Path) -> str:
     if git(project_dir, "status", "--porcelain").strip():
         return "pr_local"
     return "pr_" + git(project_dir, "rev-parse", "--short", "HEAD").strip()
-
-
-@contextlib.contextmanager
-def environment(**values: str) -> Iterator[None]:
-    """Set environment variables for the duration, then restore what was there."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def lint(project_dir: Path, files: list[str]) -> int:

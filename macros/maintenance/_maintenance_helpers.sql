@@ -227,10 +227,14 @@
         {%- do run_query("alter table " ~ relation ~ " set tblproperties ("
             ~ assignments | join(', ') ~ ")") -%}
     {%- endif -%}
-    {#- OPTIMIZE: the table's own clustering, else Z-order by its keys, else compaction. -#}
+    {#- OPTIMIZE: the table's own clustering, else Z-order by its keys, else compaction.
+        Delta refuses ZORDER BY on a table with its `clustering` feature, which stays
+        when the columns go (`cluster by none`, or an audited table's overwrite whose
+        run died before it set them again): such a table is compacted. -#}
     {%- set partitions = _describe_value(detail['partitionColumns'], []) | list -%}
     {%- set clustering = _describe_value(detail['clusteringColumns'], []) | list -%}
-    {%- set zorder = [] if clustering
+    {%- set clusterable = 'clustering' in _describe_value(detail['tableFeatures'], []) | list -%}
+    {%- set zorder = [] if clusterable
         else _maintenance_zorder_columns(relation, table['keys'], partitions, properties) -%}
     {%- set statement = "optimize " ~ relation -%}
     {%- if zorder -%}
@@ -247,7 +251,9 @@
         run_query("describe history " ~ relation ~ " limit 1")[0]['operationMetrics'], {}) -%}
     {{ log("maintain_tables: " ~ table.label ~ ": optimize "
         ~ ("clustered by " ~ clustering | join(', ') if clustering
-           else "z-ordered by " ~ zorder | join(', ') if zorder else "compacted")
+           else "z-ordered by " ~ zorder | join(', ') if zorder
+           else "compacted, a clustered table without clustering columns" if clusterable
+           else "compacted")
         ~ " (" ~ detail['numFiles'] ~ " files -> " ~ files_after ~ "), vacuum retaining " ~ '%g' | format(policy.retain_hours) ~ " h ("
         ~ vacuumed.get('numDeletedFiles', 0) ~ " files deleted)"
         ~ ("; set " ~ changes.keys() | join(', ') if changes else ""), info=true) }}

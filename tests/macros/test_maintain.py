@@ -130,6 +130,46 @@ def test_a_retention_shorter_than_the_horizon_is_refused(
     assert (rows(spark), version(spark), num_files(spark, MODEL)) == (built, *before)
 
 
+def test_a_clustered_table_without_clustering_columns_is_compacted(
+    built, spark, dbt, lakehouse_home, capsys
+) -> None:
+    """A side table of the model (its key `id`) created clustered, whose overwrite
+    dropped its clustering columns (as an audited table's run that died before its
+    `cluster by` leaves it): Delta keeps the clustering feature and refuses a Z-order
+    there, so maintenance compacts it (the Z-order by `id` failed the whole command)."""
+    table = f"{MODEL}__reclustered"
+    spark.sql(
+        f"create or replace table {table} (id bigint, name string) using delta cluster by (id)"
+    )
+    for values in ("(1, 'a')", "(2, 'b')", "(3, 'c')"):
+        spark.sql(f"insert into {table} values {values}")
+    spark.sql(f"insert overwrite {table} select * from {table}")
+    spark.sql(f"insert into {table} values (4, 'd')")
+    detail = spark.sql(f"describe detail {table}").collect()[0]
+    assert (detail["clusteringColumns"], "clustering" in detail["tableFeatures"]) == ([], True)
+    start = spark.sql(f"describe history {table} limit 1").collect()[0]["version"]
+
+    capsys.readouterr()
+    maintain_tables(dbt, lakehouse_home, select=[table])
+    assert history(spark, table, start)[0] == (
+        "OPTIMIZE",
+        {"predicate": "[]", "clusterBy": "[]", "zOrderBy": "[]", "auto": "false"},
+    )
+    assert num_files(spark, table) == 1
+    [line] = [line for line in capsys.readouterr().out.splitlines() if f"{table}:" in line]
+    assert line.endswith(
+        f"maintain_tables: {table}: optimize compacted, a clustered table without "
+        "clustering columns (4 files -> 1), vacuum retaining 168 h (0 files deleted)"
+    ), line
+    assert sorted(tuple(r) for r in spark.sql(f"select * from {table}").collect()) == [
+        (1, "a"),
+        (2, "b"),
+        (3, "c"),
+        (4, "d"),
+    ]
+    spark.sql(f"drop table {table}")
+
+
 def test_maintenance_keeps_what_a_backfill_within_the_horizon_restores(
     built, spark, dbt, lakehouse_home, fail_statement
 ) -> None:

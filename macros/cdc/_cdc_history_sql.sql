@@ -14,6 +14,12 @@
             ~ "(the time of the change), got " ~ valid_from) }}
     {%- endif -%}
     {%- set track = config.get('track_columns') -%}
+    {%- if track is sequence and track is not string and track is not mapping
+            and track | length == 0 -%}
+        {{ _cdc_config_error(options.label, "track_columns [] tracks no column: name the "
+            ~ "columns whose change opens a version, or leave it out to track every carried "
+            ~ "column") }}
+    {%- endif -%}
     {%- do options.update({
         'valid_from': valid_from,
         'track_columns': none if track is none

@@ -114,7 +114,7 @@
     {%- do options.update({
         'filters': config.get('filters'),
         'filter_mode': config.get('filter_mode', 'first'),
-        'unique_key': [] if unique_key is none else _cdc_as_list(unique_key, 'unique_key', label),
+        'unique_key': _table_config_columns(unique_key, 'unique_key', label),
         'delete_mode': 'hard',
         'reserved': ['_filter_flags', '_filter_failed', '_filter_failures'],
     }) -%}

@@ -32,9 +32,11 @@
     {{ return(configs) }}
 {%- endmacro %}
 
-{#- A config naming columns: none, a name, or a list of names; as a list. -#}
+{#- An optional config naming columns: none, `[]` (none: a model clearing what its
+    folder sets), a name, or a list of names; as a list. -#}
 {% macro _table_config_columns(value, argument, label) -%}
-    {%- if value is none -%}
+    {%- if value is none or (value is sequence and value is not string
+            and value is not mapping and value | length == 0) -%}
         {{ return([]) }}
     {%- endif -%}
     {{ return(_cdc_as_list(value, argument, label)) }}

@@ -197,6 +197,37 @@ def test_a_misconfigured_cdc_merge_model_fails_naming_it(dbt, config: str, messa
     assert "cdc_merge (model silver.users): " + message in error
 
 
+def test_an_empty_list_clears_an_optional_column_config(dbt) -> None:
+    """`[]` for an optional config naming columns means none (a model clearing what its
+    folder sets): no layout, no deduplication; `track_columns: []` tracks nothing and
+    is refused."""
+    configs = "_table_configs({'partition_by': [], 'liquid_clustered_by': ['id']}, 'x')"
+    assert (
+        compile_sql(
+            "{% set c = " + configs + " %}{{ c.partition_by }} {{ c.liquid_clustered_by }}"
+        ).strip()
+        == "[] ['id']"
+    )
+    configs = "_table_configs({'liquid_clustered_by': []}, 'x').liquid_clustered_by"
+    assert compile_sql("{{ " + configs + " }}").strip() == "[]"
+    options = (
+        "_filtered_append_options(model, {'unique_key': [], "
+        "'filters': [{'name': 'f', 'condition': 'true'}]})"
+    )
+    assert compile_sql("select '{{ " + options + ".unique_key }}'").strip() == "select '[]'"
+    history = "_cdc_history_options(" + MODEL + ", {'unique_key': 'id', 'sequence_by': 'lsn', "
+    error = compile_error(dbt, "{{ " + history + "'track_columns': []}) }}")
+    assert (
+        "cdc_history (model silver.users): track_columns [] tracks no column: name the "
+        "columns whose change opens a version, or leave it out to track every carried column"
+    ) in error
+    # A list of names is kept as it is.
+    assert (
+        compile_sql("{{ " + history + "'track_columns': ['name']}).track_columns }}").strip()
+        == "['name']"
+    )
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

@@ -3,7 +3,8 @@
 {#-
     Compares the model's carried columns with its table's (`relations`: the table
     first, then side tables that carry the same columns, e.g. the history's change
-    store) and applies `on_schema_change`:
+    store, each first realigned with the table: `_window_align_columns`) and applies
+    `on_schema_change`:
     - `append_new_columns` (the default): a new column is added to each table, null
       for the rows already there; a column the model no longer selects stays, and the
       rows written from now on hold null in it (a merge leaves an updated row's old
@@ -28,6 +29,7 @@
     {%- endif -%}
     {%- set model_names = columns.carried | map(attribute='name') | map('lower') | list -%}
     {%- set result = {'carried': columns.carried, 'dropped': [], 'kept': []} -%}
+    {%- set first = {} -%}
     {%- for relation in relations -%}
         {%- set existing = {} -%}
         {%- set table_names = [] -%}
@@ -37,6 +39,14 @@
                 {%- do table_names.append(column.name) -%}
             {%- endif -%}
         {%- endfor -%}
+        {%- if loop.first -%}
+            {%- for name in table_names -%}
+                {%- do first.update({name | lower: {'name': name, 'type': existing[name | lower]}}) -%}
+            {%- endfor -%}
+        {%- else -%}
+            {%- set table_names = _window_align_columns(relation, relations[0], first,
+                existing, table_names, options) -%}
+        {%- endif -%}
         {%- if sequence_type is not none and existing.get('_cdc_sequence') != sequence_type -%}
             {{ _cdc_config_error(options.label, "sequence_by changed (the table's sequence is "
                 ~ existing.get('_cdc_sequence') ~ ", the model's " ~ sequence_type
@@ -79,14 +89,8 @@
             {%- endif -%}
         {%- else -%}
             {%- if added -%}
-                {%- set definitions = [] -%}
-                {%- for column in added -%}
-                    {%- do definitions.append('`' ~ column.name ~ '` ' ~ column.type) -%}
-                {%- endfor -%}
-                {%- do run_query("alter table " ~ relation ~ " add columns ("
-                    ~ definitions | join(', ') ~ ")") -%}
                 {{ log(options.label ~ ": added to " ~ relation ~ ": "
-                    ~ definitions | join(', '), info=true) }}
+                    ~ _window_add_columns(relation, added), info=true) }}
             {%- endif -%}
             {%- if mode == 'sync_all_columns' and removed -%}
                 {%- do _window_drop_columns(relation, removed) -%}
@@ -102,6 +106,53 @@
     {%- do synced.update(columns) -%}
     {%- do synced.update(result) -%}
     {{ return(synced) }}
+{%- endmacro %}
+
+{#-
+    A side table (`relation`) that carries the model's columns as its table (`first`)
+    does: each run alters the table first, so any difference is left by a run that died
+    between the two (its adds, its drops): the side table gets the columns it lacks,
+    with the table's types, and loses those the table no longer has (a drop that the
+    history's next run finds in the side table's log, and recomputes every key for), in
+    every `on_schema_change` mode. `existing` (name -> type) is updated in place; returns
+    the side table's carried column names after it.
+-#}
+{% macro _window_align_columns(relation, table, first, existing, table_names, options) -%}
+    {%- set missing = [] -%}
+    {%- for name, column in first | dictsort if name not in existing -%}
+        {%- do missing.append(column) -%}
+        {%- do existing.update({name: column.type}) -%}
+    {%- endfor -%}
+    {%- set extra = [] -%}
+    {%- for name in table_names if name | lower not in first -%}
+        {%- do extra.append(name) -%}
+        {%- do existing.pop(name | lower) -%}
+    {%- endfor -%}
+    {%- if missing -%}
+        {%- do _window_add_columns(relation, missing) -%}
+    {%- endif -%}
+    {%- if extra -%}
+        {%- do _window_drop_columns(relation, extra) -%}
+    {%- endif -%}
+    {%- if missing or extra -%}
+        {{ log(options.label ~ ": " ~ relation ~ " realigned with " ~ table
+            ~ " (a run died between their changes): added "
+            ~ (missing | map(attribute='name') | join(', ') or 'none') ~ "; dropped "
+            ~ (extra | join(', ') or 'none'), info=true) }}
+    {%- endif -%}
+    {{ return(table_names | reject('in', extra) | list
+        + missing | map(attribute='name') | list) }}
+{%- endmacro %}
+
+{#- Adds `columns` ({name, type}) to a Delta table; returns their definitions. -#}
+{% macro _window_add_columns(relation, columns) -%}
+    {%- set definitions = [] -%}
+    {%- for column in columns -%}
+        {%- do definitions.append('`' ~ column.name ~ '` ' ~ column.type) -%}
+    {%- endfor -%}
+    {%- do run_query("alter table " ~ relation ~ " add columns ("
+        ~ definitions | join(', ') ~ ")") -%}
+    {{ return(definitions | join(', ')) }}
 {%- endmacro %}
 
 {#- Drops columns of a Delta table; dropping needs column mapping by name, switched on

@@ -170,6 +170,29 @@ def test_on_schema_change_decides_what_a_new_or_removed_column_does(
     # dbt fills its own default, ignore, which must not win): added to the table and
     # the history, null for older rows.
     ingest_evolving(spark, 8, [(2, "u", 4, "bob")])
+    # The history's first attempt dies between its two adds (the history table's, its
+    # change store's); the next run, of a model reverted to the old columns, adds the
+    # column to the store too (it read the store's column that was not there).
+    disarm = fail_statement(
+        r"alter table \S*evolving_history__changes\s+add columns", "between the adds"
+    )
+    messages = evolve(dbt, lakehouse_home, 9, "added", "evolving_history", expect_fail=True)
+    assert "injected fault between the adds" in messages, messages
+    disarm()
+    assert columns_of(spark, f"{EVOLVING_HISTORY}__changes") == ["id", "name"]
+    capsys.readouterr()
+    evolve(dbt, lakehouse_home, 9, "base", "evolving_changes", "evolving_history")
+    assert (
+        f"cdc_history (model {EVOLVING_HISTORY}): {EVOLVING_HISTORY}__changes realigned with "
+        f"{EVOLVING_HISTORY} (a run died between their changes): added name_length; dropped none"
+    ) in capsys.readouterr().out
+    assert columns_of(spark, f"{EVOLVING_HISTORY}__changes") == ["id", "name", "name_length"]
+    assert read_rows(spark, EVOLVING_HISTORY, "id, name, name_length, is_current") == [
+        (1, "ann", None, False),
+        (1, "anna", None, True),
+        (2, "bo", None, False),
+        (2, "bob", None, True),
+    ]
     evolve(dbt, lakehouse_home, 9, "added")
     assert columns_of(spark, EVOLVING) == ["id", "name", "name_length"]
     expected = [(1, "anna", None), (2, "bob", 3)]
@@ -197,30 +220,30 @@ def test_on_schema_change_decides_what_a_new_or_removed_column_does(
     ]
 
     # sync_all_columns: the column the model no longer selects is dropped (a run with
-    # nothing new in its window). The history's first attempt dies after its drops,
-    # before it records its start; the next run finds nothing left to drop, reads the
-    # drop in the change store's history and still recomputes every key.
-    disarm = fail_statement(r"\bcache table\s+\S*evolving_history__cdc_batch\b", "after the drop")
+    # nothing new in its window). The history's first attempt dies between its drops
+    # (the history table's done, the change store's not), before it records its start.
+    # The next run, in the default mode, drops the column from the store too, reads the
+    # drop in the store's history and recomputes every key.
+    disarm = fail_statement(r"alter table \S*evolving_history__changes\b", "between the drops")
     messages = evolve(
-        dbt,
-        lakehouse_home,
-        11,
-        "dropped",
-        "evolving_history",
-        evolving_mode="sync_all_columns",
-        expect_fail=True,
+        dbt, lakehouse_home, 11, "dropped", evolving_mode="sync_all_columns", expect_fail=True
     )
-    assert "injected fault after the drop" in messages, messages
+    assert "injected fault between the drops" in messages, messages
     disarm()
     assert columns_of(spark, EVOLVING_HISTORY) == ["id", *history_columns, "name_length"]
-    assert columns_of(spark, f"{EVOLVING_HISTORY}__changes") == ["id", "name_length"]
+    assert columns_of(spark, f"{EVOLVING_HISTORY}__changes") == ["id", "name", "name_length"]
     assert len(read_rows(spark, EVOLVING_HISTORY, "id, name_length, is_current")) == 5
     capsys.readouterr()
-    evolve(dbt, lakehouse_home, 11, "dropped", evolving_mode="sync_all_columns")
+    evolve(dbt, lakehouse_home, 11, "dropped", "evolving_history")
+    out = capsys.readouterr().out
+    assert (
+        f"cdc_history (model {EVOLVING_HISTORY}): {EVOLVING_HISTORY}__changes realigned with "
+        f"{EVOLVING_HISTORY} (a run died between their changes): added none; dropped name"
+    ) in out
     assert (
         f"cdc_history (model {EVOLVING_HISTORY}): {EVOLVING_HISTORY}__changes lost columns "
         "since the last finished run (name): every key's history is recomputed"
-    ) in capsys.readouterr().out
+    ) in out
     assert columns_of(spark, EVOLVING) == ["id", "name_length"]
     assert read_rows(spark, EVOLVING, "id, name_length") == [(1, 5), (2, 3)]
     assert columns_of(spark, EVOLVING_HISTORY) == ["id", *history_columns, "name_length"]

@@ -226,14 +226,22 @@
         {{ return(relation ~ ' has more than ' ~ (history | length - 1)
             ~ ' commits since the last publish') }}
     {%- endif -%}
+    {#- A VACUUM (`make maintain`) deletes no file the feed reads unless its horizon
+        passed the first commit to read. -#}
     {%- set readable = ['WRITE', 'MERGE', 'UPDATE', 'DELETE', 'OPTIMIZE', 'ADD COLUMNS',
-                        'SET TBLPROPERTIES', 'CLUSTER BY'] -%}
+                        'SET TBLPROPERTIES', 'CLUSTER BY', 'VACUUM START', 'VACUUM END'] -%}
     {%- for row in history if row['version'] | int > version -%}
         {%- if row['operation'] not in readable or (row['operation'] == 'SET TBLPROPERTIES'
                 and 'enableChangeDataFeed' in row['operationParameters'] | string) -%}
             {{ return(relation ~ ' had a ' ~ row['operation'] ~ ' at version ' ~ row['version']) }}
         {%- endif -%}
     {%- endfor -%}
+    {%- set vacuum = _delta_vacuum_horizon(history, version) -%}
+    {%- if vacuum is not none -%}
+        {{ return(relation ~ "'s VACUUM at version " ~ vacuum.version ~ " (retention "
+            ~ vacuum.retention_hours ~ " h) may have deleted files of its changes since "
+            ~ "version " ~ version) }}
+    {%- endif -%}
     {{ return('') }}
 {%- endmacro %}
 

@@ -309,6 +309,40 @@ def test_an_incremental_audited_table_recomputes_only_the_changed_keys(
         == f"a full rebuild: silver.awap_teams had a RESTORE at version {restored}"
     )
 
+    # Maintenance vacuums an input: with a retention that keeps every file the change
+    # feed reads (Delta's 7 days), the next build stays incremental; with 0 hours the
+    # VACUUM may have deleted some, and the build rebuilds in full.
+    rebuilt = delta_version(spark, table)
+    marked = delta_version(spark, "silver.awap_scores")
+    spark.sql("update silver.awap_scores set score = 12 where id = 1")
+    spark.sql("vacuum silver.awap_scores")
+    capsys.readouterr()
+    build_incremental(dbt, lakehouse_home, model)
+    assert publication(capsys, model) == "incremental: 1 keys to recompute"
+    assert commits_since(spark, table, rebuilt) == [
+        ("MERGE", (0, 1, 0)),
+        ("SET TBLPROPERTIES", None),
+    ]
+    marked = delta_version(spark, "silver.awap_scores")
+    spark.sql(
+        "alter table silver.awap_scores set tblproperties "
+        "('delta.deletedFileRetentionDuration' = 'interval 0 hours')"
+    )
+    spark.sql("update silver.awap_scores set score = 13 where id = 1")
+    spark.sql("vacuum silver.awap_scores")
+    vacuumed = delta_version(spark, "silver.awap_scores") - 1
+    capsys.readouterr()
+    build_incremental(dbt, lakehouse_home, model)
+    assert publication(capsys, model) == (
+        f"a full rebuild: silver.awap_scores's VACUUM at version {vacuumed} (retention 0.0 h) "
+        f"may have deleted files of its changes since version {marked}"
+    )
+    assert published_rows(spark, table) == [
+        (1, "ada", 13, 1, "red"),
+        (2, "bob", 20, 1, "red"),
+        (4, "dee", 40, 2, "blue"),
+    ]
+
 
 def publication(capsys, model: str) -> str:
     """How the last build published, as its log line says (after the model's label)."""

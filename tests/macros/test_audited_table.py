@@ -589,6 +589,23 @@ def test_a_point_in_time_input_recomputes_only_where_a_version_changed(
         (5, "blue"),
         (6, "scarlet"),
     ]
+
+    # Team 1's current version closed on day 5 with no version after it (a delete in
+    # the history): the visits of team 1 from then on have no team (visit 2).
+    spark.sql(
+        f"update {versions} set valid_to = {day(5)}, is_current = false "
+        "where team_id = 1 and is_current"
+    )
+    assert build() == "incremental: 1 keys to recompute"
+    incremental = rows()
+    assert incremental == [
+        (1, "scarlet"),
+        (2, None),
+        (3, "blue"),
+        (4, "blue"),
+        (5, "blue"),
+        (6, "scarlet"),
+    ]
     capsys.readouterr()
     run_project(dbt, lakehouse_home, {}, "--select", model, "--full-refresh")
     assert rows() == incremental

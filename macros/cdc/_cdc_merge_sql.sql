@@ -120,18 +120,21 @@
     where {{ condition }}
 {%- endmacro %}
 
-{#- A truncate empties the table as of its position: rows older than it go. -#}
+{#- A truncate empties the table as of its position: rows not newer than it go (as
+    the changes not newer than it do). In soft mode they stay, flagged deleted, with the
+    sequence of their last change (a late change older than the truncate, flagged too,
+    can then still take its place, as it would in a full refresh). -#}
 {% macro _cdc_merge_truncate_sql(target, batch, options) -%}
     merge into {{ target }} as t
     using (
         select max(_cdc_sequence) as truncated_at from {{ batch }} where _cdc_is_truncate
     ) as s
-    on t._cdc_sequence < s.truncated_at
+    on t._cdc_sequence <= s.truncated_at
     {%- if options.delete_mode == 'hard' %}
     when matched then delete
     {%- else %}
     when matched and not t.`{{ options.soft_delete_column }}` then update set
-        t.`{{ options.soft_delete_column }}` = true, t._cdc_sequence = s.truncated_at
+        t.`{{ options.soft_delete_column }}` = true
     {%- endif %}
 {%- endmacro %}
 
@@ -140,9 +143,11 @@
     first ingested copy, as an incremental run keeps the copy it saw first, then the
     row's JSON, so the same input always gives the same result), dropped when it is not
     newer than a truncate, or (an insert or update) not newer than the key's tombstone;
-    then applied only when newer than the row in the table. In soft mode a delete
-    updates the row like any change (its row image, flagged deleted), so that a full
-    refresh gives the same rows as the incremental runs. `truncated`: whether the batch
+    then applied only when newer than the row in the table, or as new and a delete (a
+    delete wins a tie in a batch, and so against the table). In soft mode a delete
+    updates the row like any change (its row image, flagged deleted), and so does a
+    change not newer than a truncate (which deleted it), so that a full refresh gives
+    the same rows as the incremental runs. `truncated`: whether the batch
     or the tombstones hold a truncate (`_cdc_merge_truncated`); if not, the query has no
     truncate part.
 -#}
@@ -174,7 +179,14 @@
             where not _cdc_is_truncate and _cdc_quarantine_reason is null
         )
 
-        select changes.*
+        select
+            changes.*
+            {%- if soft %},
+            changes._cdc_is_delete
+            {%- if truncated %}
+                or coalesce(changes._cdc_sequence <= truncated._cdc_sequence, false)
+            {%- endif %} as _cdc_deleted
+            {%- endif %}
         from ranked as changes
         {%- if truncated %}
         cross join truncated
@@ -184,7 +196,7 @@
             and tombstone._cdc_deleted_by = 'delete'
         where
             changes._cdc_rank = 1
-            {%- if truncated %}
+            {%- if truncated and not soft %}
             and (truncated._cdc_sequence is null or changes._cdc_sequence > truncated._cdc_sequence)
             {%- endif %}
             and (
@@ -194,17 +206,20 @@
             )
     ) as s
     on {{ _cdc_key_match(columns['keys'], 't', 's') }}
-    {%- if not soft %}
-    when matched and s._cdc_sequence > t._cdc_sequence and s._cdc_is_delete then delete
-    {%- endif %}
+    {%- if soft %}
+    when matched and (s._cdc_sequence > t._cdc_sequence or (s._cdc_deleted
+            and not t.{{ flag }} and s._cdc_sequence >= t._cdc_sequence)) then update set
+    {%- else %}
+    when matched and s._cdc_is_delete and s._cdc_sequence >= t._cdc_sequence then delete
     when matched and s._cdc_sequence > t._cdc_sequence then update set
+    {%- endif %}
     {%- for column in columns.carried %}
         t.`{{ column.name }}` = s.`{{ column.name }}`,
     {%- endfor %}
-        {% if soft %}t.{{ flag }} = s._cdc_is_delete, {% endif %}t._cdc_sequence = s._cdc_sequence
+        {% if soft %}t.{{ flag }} = s._cdc_deleted, {% endif %}t._cdc_sequence = s._cdc_sequence
     {%- if soft %}
     when not matched then insert ({{ _cdc_column_list(columns.carried) }}, _cdc_sequence, {{ flag }})
-        values ({{ _cdc_column_list(columns.carried, 's') }}, s._cdc_sequence, s._cdc_is_delete)
+        values ({{ _cdc_column_list(columns.carried, 's') }}, s._cdc_sequence, s._cdc_deleted)
     {%- else %}
     when not matched and not s._cdc_is_delete then
         insert ({{ _cdc_column_list(columns.carried) }}, _cdc_sequence)

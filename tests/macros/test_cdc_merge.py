@@ -129,19 +129,40 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         ],
     },
     # A truncate empties the table as of its position: changes before it (earlier
-    # batches, the same batch, or late ones) are gone; changes after it stay.
+    # batches, the same batch, or late ones) are gone; changes after it stay. A row of
+    # an earlier batch at the truncate's own position goes too (round 3), as in a full
+    # refresh, which drops the changes not newer than a truncate.
     "truncate": {
         "model": "truncate",
         "rounds": [
             [(1, "c", 10, "a"), (2, "c", 11, "b")],
             [(3, "c", 12, "c"), (None, "t", 20, None), (4, "c", 21, "d")],
-            [(1, "u", 15, "a-late"), (5, "c", 30, "e")],
+            [(1, "u", 15, "a-late"), (None, "t", 21, None), (5, "c", 30, "e")],
         ],
         "read": "id, lsn, name",
         "expected": [
             [(1, 10, "a"), (2, 11, "b")],
             [(4, 21, "d")],
-            [(4, 21, "d"), (5, 30, "e")],
+            [(5, 30, "e")],
+        ],
+    },
+    # The same input with delete_mode='soft': the truncate deletes what is not newer
+    # than it, keys of earlier batches and of its own alike, flagged, each with its last
+    # change before the truncate (a late one too: key 1 in round 3), as changes applied
+    # in sequence order leave them.
+    "soft_truncate": {
+        "model": "soft_truncate",
+        "read": "id, lsn, name, _is_deleted",
+        "expected": [
+            [(1, 10, "a", False), (2, 11, "b", False)],
+            [(1, 10, "a", True), (2, 11, "b", True), (3, 12, "c", True), (4, 21, "d", False)],
+            [
+                (1, 15, "a-late", True),
+                (2, 11, "b", True),
+                (3, 12, "c", True),
+                (4, 21, "d", True),
+                (5, 30, "e", False),
+            ],
         ],
     },
     # Key parts match null-safely (no duplicate rows); a key that is entirely null goes
@@ -177,6 +198,19 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "read": "id, lsn, name",
         "expected": [[(1, 10, "a"), (2, 11, "b")]] * 2,
     },
+    # A delete at the same position as the row's change, in a later batch: the delete
+    # wins the tie, as it does in one batch (and so in a full refresh).
+    "tie_then_delete": {
+        "rounds": [[(1, "c", 10, "a")], [(1, "d", 10, None)]],
+        "read": "id, lsn, name",
+        "expected": [[(1, 10, "a")], []],
+    },
+    "soft_tie_then_delete": {
+        "input": "tie_then_delete",
+        "model": "soft",
+        "read": "id, lsn, name, _is_deleted",
+        "expected": [[(1, 10, "a", False)], [(1, 10, None, True)]],
+    },
     # A new source column (round 2): added to the table, null for the rows already there.
     "schema_change": {
         "rounds": [
@@ -193,7 +227,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 ROUNDS = max(len(s["expected"]) for s in SCENARIOS.values())
 SHARED = [name for name, s in SCENARIOS.items() if "model" not in s]
-MODELS = ["hard", "soft", "truncate", "null_keys"]
+MODELS = ["hard", "soft", "truncate", "soft_truncate", "null_keys"]
 # The project's other models: the backfill story and the cdc_history scenarios.
 NOT_MERGE_SCENARIOS = (
     "--exclude",

@@ -311,6 +311,9 @@ def _json_checks(max_record_bytes: int) -> list[Check]:
             "too_large",
             F.format_string(f"%d bytes, over the limit of {max_record_bytes}", size),
         ),
+        # Spark's JSON parser reads text as UTF-8 and replaces what is not with U+FFFD:
+        # such a record would parse, its text altered.
+        (~F.is_valid_utf8(raw), "invalid_utf8", "not valid UTF-8"),
         (top.isNull() & values.isNull(), "malformed_json", "not valid JSON"),
         (top.isNull() & (F.size(values) == 2), "not_an_object", "valid JSON but not an object"),
         (elements < 2, "malformed_json", "not valid JSON"),
@@ -419,8 +422,8 @@ def classify(lines: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame
 
     `_status` is `tombstone`, `dead_letter` (with `_error_reason` and `_error_detail`)
     or `bronze`. The envelope columns (``ENVELOPE_FIELDS``) are set for Bronze rows.
-    Reasons, first failing wins: `too_large`, `malformed_json`, `not_an_object`; then
-    for CDC topics `invalid_envelope` (payload not an object), `unknown_op`,
+    Reasons, first failing wins: `too_large`, `invalid_utf8`, `malformed_json`,
+    `not_an_object`; then for CDC topics `invalid_envelope` (payload not an object), `unknown_op`,
     `invalid_envelope` (source, before, after), `missing_key` (every key column absent
     or null in the row image).
 
@@ -543,6 +546,7 @@ def _fast_cdc(lines: DataFrame, topic: Topic, max_record_bytes: int) -> DataFram
     accepted = (
         F.col("_parsed")
         & (F.octet_length(raw) <= max_record_bytes)
+        & F.is_valid_utf8(raw)
         & ~raw.contains('"{')
         & ~raw.contains("\\u")
         & op.isin(*OPS)
@@ -662,6 +666,7 @@ def narrowed_to(lines: DataFrame, hashes: list[int] | None) -> DataFrame:
 
 REASONS = (
     "too_large",
+    "invalid_utf8",
     "malformed_json",
     "not_an_object",
     "invalid_envelope",

@@ -592,8 +592,12 @@ def check_checkpoint(
             .first()[0]
         )
         last = _last_commit(checkpoint)
-        # One batch past the checkpoint is a crash before its commit: it is replayed.
-        if newest is not None and newest > last + 1:
+        # One batch past the checkpoint is a crash before its commit, which leaves the
+        # batch's planned offsets: it is replayed as planned. Without them the
+        # checkpoint is older (a backup): Spark would plan that batch anew, with more
+        # input, and Delta would skip its writes as done.
+        planned = newest is not None and (checkpoint / "offsets" / str(newest)).exists()
+        if newest is not None and (newest > last + 1 or (newest == last + 1 and not planned)):
             raise IngestError(
                 f"{topic.topic}: the checkpoint {checkpoint} ends at batch {last} but "
                 f"batch {newest} was already written, so the checkpoint is older than the "

@@ -499,6 +499,27 @@ def test_a_checkpoint_older_than_the_tables_is_refused(spark, clean_lakehouse, t
     assert len(bronze_records(spark, TOPIC.table)) == 3
 
 
+def test_a_checkpoint_one_batch_older_than_the_tables_is_refused(
+    spark, clean_lakehouse, tmp_path
+) -> None:
+    """A backup of the checkpoint one batch behind the tables looks like a crash before
+    the last batch's commit, but it has no plan of that batch: Spark would plan it anew
+    with the files that came since, and Delta would skip its writes as done."""
+    landing = clean_lakehouse["landing"]
+    checkpoint = ingest.checkpoint_dir(TOPIC)
+    _land(landing, "000001.json", ['{"id":1}'])
+    ingest.run(_options(landing), topics=[TOPIC])
+    shutil.copytree(checkpoint, tmp_path / "backup")
+    _land(landing, "000002.json", ['{"id":2}'])
+    ingest.run(_options(landing), topics=[TOPIC])
+    shutil.rmtree(checkpoint)
+    shutil.copytree(tmp_path / "backup", checkpoint)
+    _land(landing, "000003.json", ['{"id":3}'])
+    with pytest.raises(ingest.IngestError, match="ends at batch 0 but batch 1 was already"):
+        ingest.run(_options(landing, max_invalid_ratio=1.0), topics=[TOPIC])
+    assert [raw for _, _, raw in bronze_records(spark, TOPIC.table)] == ['{"id":1}', '{"id":2}']
+
+
 def test_a_lost_checkpoint_stops_ingestion_instead_of_duplicating(spark, clean_lakehouse) -> None:
     landing = clean_lakehouse["landing"]
     _land(landing, "000001.json", ['{"id":1}'])

@@ -207,8 +207,12 @@
     ) as s
     on {{ _cdc_key_match(columns['keys'], 't', 's') }}
     {%- if soft %}
-    when matched and (s._cdc_sequence > t._cdc_sequence or (s._cdc_deleted
-            and not t.{{ flag }} and s._cdc_sequence >= t._cdc_sequence)) then update set
+    {#- A tie: a delete (or a change a truncate deleted) takes a live row's place, and a
+        delete that of a row a truncate flagged (its image differs from the delete's). -#}
+    when matched and (s._cdc_sequence > t._cdc_sequence or (s._cdc_sequence >= t._cdc_sequence
+            and ((s._cdc_deleted and not t.{{ flag }}) or (s._cdc_is_delete
+                and not struct({{ _cdc_column_list(columns.carried, 't') }})
+                    <=> struct({{ _cdc_column_list(columns.carried, 's') }}))))) then update set
     {%- else %}
     when matched and s._cdc_is_delete and s._cdc_sequence >= t._cdc_sequence then delete
     when matched and s._cdc_sequence > t._cdc_sequence then update set

@@ -67,7 +67,11 @@
                     ~ "; run with --full-refresh") }}
             {%- endif -%}
         {%- endfor -%}
-        {%- set removed = table_names | reject('in', model_names) | list -%}
+        {#- Names compare as Spark resolves them, whatever their case. -#}
+        {%- set removed = [] -%}
+        {%- for name in table_names if name | lower not in model_names -%}
+            {%- do removed.append(name) -%}
+        {%- endfor -%}
         {%- set added_names = added | map(attribute='name') | list -%}
         {%- if loop.first and mode in ('ignore', 'append_new_columns') -%}
             {%- for name in removed -%}

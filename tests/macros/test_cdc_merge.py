@@ -137,7 +137,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "rounds": [
             [(1, "c", 10, "a"), (2, "c", 11, "b")],
             [(3, "c", 12, "c"), (None, "t", 20, None), (4, "c", 21, "d")],
-            [(1, "u", 15, "a-late"), (None, "t", 21, None), (5, "c", 30, "e")],
+            [(1, "u", 15, "a-late"), (2, "d", 11, None), (None, "t", 21, None), (5, "c", 30, "e")],
         ],
         "read": "id, lsn, name",
         "expected": [
@@ -148,8 +148,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     },
     # The same input with delete_mode='soft': the truncate deletes what is not newer
     # than it, keys of earlier batches and of its own alike, flagged, each with its last
-    # change before the truncate (a late one too: key 1 in round 3), as changes applied
-    # in sequence order leave them.
+    # change before the truncate (a late one too: key 1 in round 3; key 2's delete at
+    # its row's position wins the tie, as in one batch), as changes applied in sequence
+    # order leave them.
     "soft_truncate": {
         "model": "soft_truncate",
         "read": "id, lsn, name, _is_deleted",
@@ -158,11 +159,23 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             [(1, 10, "a", True), (2, 11, "b", True), (3, 12, "c", True), (4, 21, "d", False)],
             [
                 (1, 15, "a-late", True),
-                (2, 11, "b", True),
+                (2, 11, None, True),
                 (3, 12, "c", True),
                 (4, 21, "d", True),
                 (5, 30, "e", False),
             ],
+        ],
+    },
+    # The truncate input again, its `name` output as `customerName`: a column named in
+    # mixed case is the table's own on every run (it counted as removed: kept twice
+    # in the default mode, dropped under sync_all_columns).
+    "mixed_case": {
+        "model": "mixed_case",
+        "read": "id, lsn, customerName",
+        "expected": [
+            [(1, 10, "a"), (2, 11, "b")],
+            [(4, 21, "d")],
+            [(5, 30, "e")],
         ],
     },
     # Key parts match null-safely (no duplicate rows); a key that is entirely null goes
@@ -227,7 +240,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 ROUNDS = max(len(s["expected"]) for s in SCENARIOS.values())
 SHARED = [name for name, s in SCENARIOS.items() if "model" not in s]
-MODELS = ["hard", "soft", "truncate", "soft_truncate", "null_keys"]
+MODELS = ["hard", "soft", "truncate", "soft_truncate", "mixed_case", "null_keys"]
 # The project's other models: the backfill story and the cdc_history scenarios.
 NOT_MERGE_SCENARIOS = (
     "--exclude",

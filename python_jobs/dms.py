@@ -54,6 +54,7 @@ GLOBS = {"dms-csv": "*.{csv,csv.gz}", "dms-parquet": "*.parquet"}
 OP_COLUMN = "Op"
 REASONS = (
     "too_large",
+    "invalid_utf8",
     "malformed_csv",
     "wrong_column_count",
     "unknown_file_name",
@@ -336,6 +337,10 @@ def _parse_csv(
     count, load = F.size(tokens), F.col("_load")
     record_checks: list[bronze.Check] = [
         _size_check(size, max_record_bytes),
+        # The regular expressions that split the record read it as UTF-8, replacing
+        # what is not with U+FFFD (`_text` already): its values would reach Bronze
+        # altered.
+        (~F.is_valid_utf8(F.col("_raw")), "invalid_utf8", "not valid UTF-8"),
         (
             F.concat_ws(layout.delimiter, tokens) != text,
             "malformed_csv",
@@ -488,7 +493,8 @@ def classify(rows: DataFrame, topic: Topic, max_record_bytes: int) -> DataFrame:
 
     `rows`: numbered lines (``bronze.LINE_SCHEMA``) for `dms-csv`; for `dms-parquet`,
     rows read with :func:`parquet_schema` and :func:`with_file_positions`. Reasons,
-    first failing wins: `too_large`, `malformed_csv`, `wrong_column_count`,
+    first failing wins: `too_large`, `invalid_utf8` (CSV), `malformed_csv`,
+    `wrong_column_count`,
     `unknown_file_name` (neither `LOAD...` nor `yyyyMMdd-HHmmss...`), `unknown_op`
     (missing in a CDC file, `U`/`D` in a full-load file, any other value),
     `invalid_value` (a field that is not of its declared type, the first in file

@@ -142,29 +142,37 @@ def test_bad_records_go_to_the_dead_letters_and_every_record_is_counted(
     assert batch.duration_seconds > 0
 
 
-def test_a_record_that_is_not_utf8_is_a_dead_letter_with_its_bytes(spark, clean_lakehouse) -> None:
-    """Bytes that are not UTF-8 (a Latin-1 `é`): Spark's JSON parser would read them as
-    U+FFFD and the record would reach Bronze altered. A dead letter instead, on the
-    CDC fast path and on the events path alike, its `_raw` holding the bytes received."""
+def test_a_record_that_is_not_utf8_is_a_dead_letter_with_its_bytes(
+    spark, clean_lakehouse, tmp_path
+) -> None:
+    """Bytes that are not UTF-8 (a Latin-1 `é`): Spark's JSON parser (and the regular
+    expressions that split a DMS CSV record) would read them as U+FFFD and the record
+    would reach Bronze altered. A dead letter instead, on the CDC fast path, the events
+    path and a DMS CSV topic alike, its `_raw` holding the bytes received."""
     landing = clean_lakehouse["landing"]
     good = _change("c", 1, 10, 1_727_740_800_000, name="cafe")
     bad = _change("c", 2, 11, 1_727_740_801_000, name="caf\u00e9").replace("\\u00e9", "\xe9")
-    for topic, lines in ((CDC, [good, bad]), (TOPIC, ['{"id":1}', '{"id":2,"n":"caf\xe9"}'])):
+    dms = _dms_topic(tmp_path, "dms-csv", "id bigint, name string")
+    landed = (
+        (CDC, "000001.json", [good, bad]),
+        (TOPIC, "000001.json", ['{"id":1}', '{"id":2,"n":"caf\xe9"}']),
+        (dms, "LOAD00000001.csv", ["1,cafe", "2,caf\xe9"]),
+    )
+    for topic, name, lines in landed:
         directory = landing / topic.topic
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "000001.json").write_bytes(
-            b"".join(line.encode("latin-1") + b"\n" for line in lines)
-        )
-    ingest.run(_options(landing), topics=[CDC, TOPIC])
+        (directory / name).write_bytes(b"".join(line.encode("latin-1") + b"\n" for line in lines))
+    ingest.run(_options(landing), topics=[CDC, TOPIC, dms])
 
     assert [r.source_lsn for r in _table(spark, str(CDC.bronze_path)).collect()] == [10]
     assert bronze_records(spark, TOPIC.table) == [("000001.json", 1, '{"id":1}')]
+    assert [r._raw for r in _table(spark, str(dms.bronze_path)).collect()] == ["1,cafe"]
     dead = _table(spark, bronze.dead_letter_path()).selectExpr(
         "_topic", "_line_number", "_error_reason", "_error_detail", "hex(cast(_raw as binary))"
     )
     assert sorted(tuple(r) for r in dead.collect()) == sorted(
         (topic.topic, 2, "invalid_utf8", "not valid UTF-8", line.encode("latin-1").hex().upper())
-        for topic, line in ((CDC, bad), (TOPIC, '{"id":2,"n":"caf\xe9"}'))
+        for topic, _, (_, line) in landed
     )
 
 

@@ -14,8 +14,8 @@
             ~ "(the time of the change), got " ~ valid_from) }}
     {%- endif -%}
     {%- set track = config.get('track_columns') -%}
-    {%- if track is sequence and track is not string and track is not mapping
-            and track | length == 0 -%}
+    {#- `[]` (which _table_config_columns reads as none): no column could open a version. -#}
+    {%- if track is not none and not _table_config_columns(track, 'track_columns', options.label) -%}
         {{ _cdc_config_error(options.label, "track_columns [] tracks no column: name the "
             ~ "columns whose change opens a version, or leave it out to track every carried "
             ~ "column") }}

@@ -10,7 +10,8 @@
     tables, the run logs), each once.
 
     OPTIMIZE: a table with Delta clustering is clustered by its own columns (compacted
-    when it has none left: Delta refuses a Z-order there); otherwise it is Z-ordered by the keys it declares: a model's or snapshot's `unique_key` (side
+    when it has none left: Delta refuses a Z-order there); otherwise it is Z-ordered
+    by the keys it declares: a model's or snapshot's `unique_key` (side
     tables `<model>__<suffix>` take their model's, where they hold its columns), a Bronze
     table's `loaded_at_field` (the order windows read it in), restricted to the
     partitions ingestion may have appended to since the last OPTIMIZE; a table that

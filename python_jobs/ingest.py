@@ -38,7 +38,7 @@ import time
 import uuid
 from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,7 +49,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from python_jobs import bronze, dms
+from python_jobs import bronze, dms, kafka_identity
 from python_jobs.spark import get_spark, ingestion_session, paths, shared_catalog
 from python_jobs.topics import Topic, load_topics
 
@@ -75,6 +75,9 @@ class IngestOptions:
     # Kafka: skip offsets retention deleted before they were read (the run after a
     # data-loss failure, once the lost changes are recovered at the source).
     accept_data_loss: bool = False
+    # Kafka: read a topic deleted and created again from its first offset, its old
+    # checkpoint set aside (python_jobs/kafka_identity.py).
+    reread_recreated_topics: bool = False
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -84,6 +87,8 @@ class IngestOptions:
         if self.accept_data_loss and (self.source != "kafka" or not self.once):
             # One run past the gap: a continuous job would skip every later loss too.
             raise ValueError("accept_data_loss is for one run (once) of the kafka source")
+        if self.reread_recreated_topics and (self.source != "kafka" or not self.once):
+            raise ValueError("reread_recreated_topics is for one run (once) of the kafka source")
         if self.max_invalid_ratio is not None and not 0 <= self.max_invalid_ratio <= 1:
             raise ValueError(f"max_invalid_ratio must be in [0, 1], got {self.max_invalid_ratio}")
 
@@ -308,6 +313,11 @@ class BatchWriter:
         self.stopping = False
         self.aborted = False
         self.classify = dms.classify if topic.format in dms.FORMATS else bronze.classify
+        self.identity = (
+            kafka_identity.BatchCheck(topic.topic, checkpoint, options.bootstrap_servers)
+            if options.source == "kafka" and options.bootstrap_servers
+            else None
+        )
         self.reasons = dms.REASONS if topic.format in dms.FORMATS else bronze.REASONS
 
     def app_id(self) -> str:
@@ -317,6 +327,7 @@ class BatchWriter:
         if self.stopping:
             self.aborted = True
             raise _Stopping(f"{self.topic.topic}: stopping before batch {batch_id}")
+        self._check_topic_identity()
         started = datetime.now(UTC)
         clock = time.monotonic()
         # A replayed batch is classified as it was the first time (the limit or the
@@ -406,6 +417,19 @@ class BatchWriter:
             _lag_text(_lag_seconds(counts["max_source_committed_at"], started)),
             time.monotonic() - clock,
         )
+
+    def _check_topic_identity(self) -> None:
+        """A Kafka topic deleted and created again while the query ran: stop before
+        writing (the offsets the batch planned may be the new topic's)."""
+        if self.identity is None:
+            return
+        try:
+            problem = self.identity.problem()
+        except kafka_identity.TopicIdentityError as error:
+            problem = str(error)
+        if problem is not None:
+            self.failure = problem
+            raise IngestError(problem)
 
     def _declined(
         self,
@@ -605,6 +629,10 @@ def check_checkpoint(
                 "the checkpoint that goes with the tables, or re-ingest from scratch."
             )
         return -1 if newest is None else int(newest)
+    if kafka_identity.rereads(checkpoint):
+        # A topic created again, read anew from its first offset: Bronze keeps the old
+        # topic's records (--reread-recreated-topics).
+        return -1
     position = F.col("_source_file" if source == "files" else "_offset").isNotNull()
     mine = {
         str(topic.bronze_path): position,
@@ -685,6 +713,12 @@ def _failure(query: StreamingQuery, sink: BatchWriter) -> IngestError | None:
         return None
     text = str(error)
     if sink.failure is None and "Some data may have been lost" in text:
+        # Offsets that went backwards, or partitions that went away: first, was the topic
+        # deleted and created again (not a retention loss)?
+        with suppress(kafka_identity.TopicIdentityError):
+            recreated = sink.identity.problem() if sink.identity is not None else None
+            if recreated is not None:
+                return IngestError(recreated)
         # Spark's Kafka source: the range the batch planned is no longer on the broker.
         reason = next((ln for ln in text.splitlines() if ln.startswith("Reason: ")), "")
         return IngestError(
@@ -764,8 +798,36 @@ def run(options: IngestOptions | None = None, topics: list[Topic] | None = None)
         _run(spark, options, topics)
 
 
+def check_topic_ids(options: IngestOptions, topics: list[Topic]) -> None:
+    """Kafka: each topic is still the one its checkpoint read (its topic id); with
+    `reread_recreated_topics`, a recreated topic's checkpoint is set aside instead."""
+    assert options.bootstrap_servers is not None
+    try:
+        current = kafka_identity.topic_ids(options.bootstrap_servers, [t.topic for t in topics])
+        for topic in topics:
+            checkpoint = checkpoint_dir(topic, options.source)
+            moved = kafka_identity.check_at_start(
+                topic.topic,
+                checkpoint,
+                current[topic.topic],
+                options.reread_recreated_topics,
+                options.bootstrap_servers,
+            )
+            if moved is not None:
+                log.warning(
+                    "%s: the topic was created again; its old checkpoint is now %s, and the "
+                    "new topic is read from its first offset",
+                    topic.topic,
+                    moved,
+                )
+    except kafka_identity.TopicIdentityError as error:
+        raise IngestError(str(error)) from None
+
+
 def _run(spark: SparkSession, options: IngestOptions, topics: list[Topic]) -> None:
     created = bronze.ensure_tables(spark, topics)
+    if options.source == "kafka":
+        check_topic_ids(options, topics)
     stop = _StopFlag()
     previous_handlers = {}
     if threading.current_thread() is threading.main_thread():
@@ -897,6 +959,12 @@ def parse_args(argv: list[str] | None = None) -> IngestOptions:
         help="kafka source: skip the offsets retention deleted before they were read, "
         "after a data-loss failure (default: such a loss stops ingestion)",
     )
+    parser.add_argument(
+        "--reread-recreated-topics",
+        action="store_true",
+        help="kafka source: read a topic that was deleted and created again from its first "
+        "offset, its old checkpoint set aside (default: such a topic stops ingestion)",
+    )
     args = parser.parse_args(argv)
     if args.trigger_interval is not None and args.trigger_interval <= 0:
         parser.error("--trigger-interval must be > 0")
@@ -915,6 +983,10 @@ def parse_args(argv: list[str] | None = None) -> IngestOptions:
     if args.accept_data_loss and (args.source != "kafka" or args.trigger_interval is not None):
         # One run past the gap: a continuous job would skip every later loss too.
         parser.error("--accept-data-loss is for one --once run of --source kafka")
+    if args.reread_recreated_topics and (
+        args.source != "kafka" or args.trigger_interval is not None
+    ):
+        parser.error("--reread-recreated-topics is for one --once run of --source kafka")
     return IngestOptions(
         source=args.source,
         landing=args.landing_dir,
@@ -927,6 +999,7 @@ def parse_args(argv: list[str] | None = None) -> IngestOptions:
         max_record_bytes=args.max_record_bytes,
         heartbeat_interval=args.heartbeat_interval,
         accept_data_loss=args.accept_data_loss,
+        reread_recreated_topics=args.reread_recreated_topics,
     )
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from python_jobs import bronze, ingest
+from python_jobs import bronze, ingest, kafka_identity
 from python_jobs.spark import REPO_ROOT
+from python_jobs.tools.kafka_broker import free_port
 from python_jobs.topics import Topic, load_topics
 from tests.helpers import bronze_records
 from tests.python_jobs.test_dms import ENTRY
@@ -556,6 +557,16 @@ def test_command_line_validation() -> None:
         ["--source", "kafka"],
         ["--source", "ftp"],
         ["--accept-data-loss"],  # files: nothing to accept
+        ["--reread-recreated-topics"],  # files: no topic ids
+        [
+            "--source",
+            "kafka",
+            "--bootstrap-servers",
+            "h:9",
+            "--reread-recreated-topics",
+            "--trigger-interval",
+            "5",
+        ],
         # A continuous job would skip every later loss too.
         [
             "--source",
@@ -584,3 +595,25 @@ def test_command_line_validation() -> None:
         ingest.IngestOptions(
             source="kafka", bootstrap_servers="h:9", once=False, accept_data_loss=True
         )
+    reread = ["--source", "kafka", "--bootstrap-servers", "127.0.0.1:9"]
+    assert ingest.parse_args([*reread, "--reread-recreated-topics"]).reread_recreated_topics
+    assert not ingest.parse_args(reread).reread_recreated_topics
+    with pytest.raises(ValueError, match="for one run"):
+        ingest.IngestOptions(
+            source="kafka", bootstrap_servers="h:9", once=False, reread_recreated_topics=True
+        )
+
+
+def test_kafka_brokers_that_do_not_answer_stop_ingestion_before_it_starts(monkeypatch) -> None:
+    """The topics' ids are checked before any query starts: brokers that do not answer
+    (nothing listens on the port) fail it in one line naming them."""
+    monkeypatch.setattr(kafka_identity, "TIMEOUT_S", 2.0)
+    bootstrap = f"127.0.0.1:{free_port()}"
+    options = ingest.IngestOptions(source="kafka", bootstrap_servers=bootstrap)
+    with pytest.raises(ingest.IngestError) as failed:
+        ingest.check_topic_ids(options, [TOPIC])
+    assert str(failed.value) == (
+        f"{TOPIC.topic}: the brokers at {bootstrap} did not answer within 2s (to check the "
+        "topic's id against the checkpoint's); is Kafka up, and are the bootstrap servers "
+        "right?"
+    )

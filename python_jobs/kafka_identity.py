@@ -1,0 +1,183 @@
+"""Which Kafka topic a streaming checkpoint read: its topic id, checked at every start.
+
+A checkpoint of the Kafka source holds offsets and nothing else. A topic deleted and
+created again under the same name (a connector reset, a cluster rebuilt) starts its
+offsets at 0 again: if the new topic already holds more records than the checkpoint
+read from the old one, Spark skips the new topic's first records without a word; if
+fewer, it reports lost offsets, as if retention had deleted them. Kafka gives every
+topic an id (a UUID) at creation, so the ingestion records the id beside the checkpoint
+(`<checkpoint>/lakehouse/topic.json`, moved with it) and compares it with the broker's
+at every start and before every batch's writes; a different id stops the query with
+what to do. `--reread-recreated-topics` sets such a checkpoint aside and reads the new
+topic from its first offset.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+RECORD = Path("lakehouse") / "topic.json"
+TIMEOUT_S = 30.0
+
+
+class TopicIdentityError(RuntimeError):
+    """The checkpoint's topic is not the broker's topic of that name (or is gone)."""
+
+
+def admin_client(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+
+
+def topic_ids(bootstrap: str, names: list[str], admin=None) -> dict[str, str | None]:
+    """Each topic's id on the brokers (base64, as Kafka's tools print it); None for a
+    topic that does not exist. Brokers that cannot answer in TIMEOUT_S are an error."""
+    from confluent_kafka import KafkaError, KafkaException, TopicCollection
+
+    admin = admin or admin_client(bootstrap)
+    timeout = TIMEOUT_S
+    found: dict[str, str | None] = {}
+    futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout)
+    for name, future in futures.items():
+        try:
+            # The request's own timeout first: its error says what happened.
+            found[name] = str(future.result(timeout=timeout + 10).topic_id)
+            continue
+        except KafkaException as error:
+            code = error.args[0].code()
+            if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                found[name] = None
+                continue
+            if code not in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
+                raise TopicIdentityError(
+                    f"{name}: the brokers at {bootstrap} cannot describe the topic (to check "
+                    f"its id against the checkpoint's): {error}"
+                ) from None
+        except TimeoutError:
+            pass
+        raise TopicIdentityError(
+            f"{name}: the brokers at {bootstrap} did not answer within {timeout:g}s (to check "
+            "the topic's id against the checkpoint's); is Kafka up, and are the bootstrap "
+            "servers right?"
+        )
+    return found
+
+
+def recorded_id(checkpoint: Path) -> str | None:
+    path = checkpoint / RECORD
+    return json.loads(path.read_text())["topic_id"] if path.exists() else None
+
+
+def record_id(checkpoint: Path, topic: str, topic_id: str, reread: bool = False) -> None:
+    """Write the topic's id beside the checkpoint (atomically). `reread`: the record of a
+    checkpoint set aside for a recreated topic, before the new query has started."""
+    path = checkpoint / RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    recorded_at = datetime.now(UTC).isoformat(timespec="seconds")
+    record = {"topic": topic, "topic_id": topic_id, "recorded_at": recorded_at}
+    tmp.write_text(json.dumps({**record, "reread": reread}))
+    tmp.rename(path)
+
+
+def rereads(checkpoint: Path) -> bool:
+    """The checkpoint was set aside for a recreated topic and its new query has not
+    started yet (no `metadata`): the topic is read anew, though Bronze has its records."""
+    path = checkpoint / RECORD
+    started = (checkpoint / "metadata").exists()
+    return path.exists() and not started and bool(json.loads(path.read_text()).get("reread"))
+
+
+def has_read(checkpoint: Path) -> bool:
+    """The checkpoint's query planned at least one batch (it holds offsets)."""
+    offsets = checkpoint / "offsets"
+    return offsets.is_dir() and any(f.name.isdigit() for f in offsets.iterdir())
+
+
+def recreated_message(topic: str, checkpoint: Path, old: str, new: str) -> str:
+    return (
+        f"{topic}: the topic was deleted and created again since the checkpoint "
+        f"{checkpoint} read it (topic id {old} then, {new} now). The checkpoint's offsets "
+        "are the old topic's: resuming would skip the new topic's first records, or fail "
+        "as if retention had deleted them. Nothing was written. Ingest once with "
+        "--reread-recreated-topics: the checkpoint is set aside and the new topic is read "
+        "from its first offset (Bronze keeps the old topic's records; Silver orders the "
+        "changes by their source positions, so a re-snapshot merges as any change does)."
+    )
+
+
+def set_aside(checkpoint: Path) -> Path:
+    """Move the checkpoint (and its record) aside, under a name that says when."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    target = checkpoint.with_name(f"{checkpoint.name}.recreated-{stamp}")
+    number = 1
+    while target.exists():
+        number += 1
+        target = checkpoint.with_name(f"{checkpoint.name}.recreated-{stamp}-{number}")
+    checkpoint.rename(target)
+    return target
+
+
+def check_at_start(
+    topic: str, checkpoint: Path, topic_id: str | None, reread: bool, bootstrap: str
+) -> Path | None:
+    """Compare the broker's id of `topic` with the checkpoint's record before its query
+    starts. Records the id of a checkpoint that has none (a new query, or one made before
+    ids were recorded). A different id fails, or with `reread` sets the checkpoint aside
+    and returns where it went (the query then starts anew, from the first offset)."""
+    read = has_read(checkpoint)
+    if topic_id is None:
+        if read:
+            raise TopicIdentityError(
+                f"{topic}: the topic does not exist on {bootstrap}, but the checkpoint "
+                f"{checkpoint} has read it: it was deleted. Nothing was written. Once it "
+                "exists again (its producer or connector recreates it), ingest once with "
+                "--reread-recreated-topics to read the new topic from its first offset."
+            )
+        # A new query on a topic not created yet: its first batch records the id.
+        return None
+    old = recorded_id(checkpoint)
+    if old is None or old == topic_id or not read:
+        if old != topic_id:
+            record_id(checkpoint, topic, topic_id, reread=rereads(checkpoint))
+        return None
+    if not reread:
+        raise TopicIdentityError(recreated_message(topic, checkpoint, old, topic_id))
+    moved = set_aside(checkpoint)
+    record_id(checkpoint, topic, topic_id, reread=True)
+    return moved
+
+
+class BatchCheck:
+    """The check before a batch's writes: the topic still has the id the query started
+    with (the first batch records it when the topic did not exist at the start)."""
+
+    def __init__(self, topic: str, checkpoint: Path, bootstrap: str) -> None:
+        self.topic = topic
+        self.checkpoint = checkpoint
+        self.bootstrap = bootstrap
+        self._admin = None
+
+    def current(self) -> str | None:
+        if self._admin is None:
+            self._admin = admin_client(self.bootstrap)
+        return topic_ids(self.bootstrap, [self.topic], self._admin)[self.topic]
+
+    def problem(self) -> str | None:
+        """What is wrong with the topic now, or None (recording a first id)."""
+        old, new = recorded_id(self.checkpoint), self.current()
+        if new is None:
+            return (
+                f"{self.topic}: the topic was deleted on {self.bootstrap} while this query "
+                "read it. Nothing of the batch was written. Once it exists again, ingest once "
+                "with --reread-recreated-topics to read the new topic from its first offset."
+            )
+        if old is None:
+            record_id(self.checkpoint, self.topic, new)
+            return None
+        if old != new:
+            return recreated_message(self.topic, self.checkpoint, old, new)
+        return None

@@ -75,9 +75,9 @@ class IngestOptions:
     # Kafka: skip offsets retention deleted before they were read (the run after a
     # data-loss failure, once the lost changes are recovered at the source).
     accept_data_loss: bool = False
-    # Kafka: read a topic deleted and created again from its first offset, its old
-    # checkpoint set aside (python_jobs/kafka_identity.py).
-    reread_recreated_topics: bool = False
+    # Kafka: a topic deleted and created again is read from its first offset into a new
+    # Bronze table, the old table and checkpoint set aside (python_jobs/kafka_identity.py).
+    reingest_recreated_topics: bool = False
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -87,8 +87,8 @@ class IngestOptions:
         if self.accept_data_loss and (self.source != "kafka" or not self.once):
             # One run past the gap: a continuous job would skip every later loss too.
             raise ValueError("accept_data_loss is for one run (once) of the kafka source")
-        if self.reread_recreated_topics and (self.source != "kafka" or not self.once):
-            raise ValueError("reread_recreated_topics is for one run (once) of the kafka source")
+        if self.reingest_recreated_topics and (self.source != "kafka" or not self.once):
+            raise ValueError("reingest_recreated_topics is for one run (once) of the kafka source")
         if self.max_invalid_ratio is not None and not 0 <= self.max_invalid_ratio <= 1:
             raise ValueError(f"max_invalid_ratio must be in [0, 1], got {self.max_invalid_ratio}")
 
@@ -426,7 +426,12 @@ class BatchWriter:
         try:
             problem = self.identity.problem()
         except kafka_identity.TopicIdentityError as error:
-            problem = str(error)
+            # Brokers that did not answer in time (a restart): the batch's own read
+            # fails, or succeeds, as before; the next batch checks again.
+            log.warning(
+                "%s: the topic's id was not checked before this batch: %s", self.topic.topic, error
+            )
+            return
         if problem is not None:
             self.failure = problem
             raise IngestError(problem)
@@ -629,9 +634,9 @@ def check_checkpoint(
                 "the checkpoint that goes with the tables, or re-ingest from scratch."
             )
         return -1 if newest is None else int(newest)
-    if kafka_identity.rereads(checkpoint):
-        # A topic created again, read anew from its first offset: Bronze keeps the old
-        # topic's records (--reread-recreated-topics).
+    if kafka_identity.reingests(checkpoint):
+        # A topic created again, read from scratch into a new Bronze table: the dead
+        # letters (append-only) keep the old topic's (--reingest-recreated-topics).
         return -1
     position = F.col("_source_file" if source == "files" else "_offset").isNotNull()
     mine = {
@@ -712,13 +717,15 @@ def _failure(query: StreamingQuery, sink: BatchWriter) -> IngestError | None:
     if error is None or sink.aborted:
         return None
     text = str(error)
-    if sink.failure is None and "Some data may have been lost" in text:
-        # Offsets that went backwards, or partitions that went away: first, was the topic
-        # deleted and created again (not a retention loss)?
+    if sink.failure is None and sink.identity is not None:
+        # Offsets that went backwards, partitions or a topic that went away: first, was
+        # the topic deleted (and created again)? Spark's error would say lost data, or an
+        # unknown topic.
         with suppress(kafka_identity.TopicIdentityError):
-            recreated = sink.identity.problem() if sink.identity is not None else None
+            recreated = sink.identity.problem()
             if recreated is not None:
                 return IngestError(recreated)
+    if sink.failure is None and "Some data may have been lost" in text:
         # Spark's Kafka source: the range the batch planned is no longer on the broker.
         reason = next((ln for ln in text.splitlines() if ln.startswith("Reason: ")), "")
         return IngestError(
@@ -799,35 +806,36 @@ def run(options: IngestOptions | None = None, topics: list[Topic] | None = None)
 
 
 def check_topic_ids(options: IngestOptions, topics: list[Topic]) -> None:
-    """Kafka: each topic is still the one its checkpoint read (its topic id); with
-    `reread_recreated_topics`, a recreated topic's checkpoint is set aside instead."""
+    """Kafka: each topic is still the one its checkpoint read (its topic id)."""
     assert options.bootstrap_servers is not None
     try:
         current = kafka_identity.topic_ids(options.bootstrap_servers, [t.topic for t in topics])
         for topic in topics:
-            checkpoint = checkpoint_dir(topic, options.source)
             moved = kafka_identity.check_at_start(
                 topic.topic,
-                checkpoint,
+                checkpoint_dir(topic, options.source),
                 current[topic.topic],
-                options.reread_recreated_topics,
                 options.bootstrap_servers,
+                topic.bronze_path,
+                options.reingest_recreated_topics,
             )
             if moved is not None:
                 log.warning(
-                    "%s: the topic was created again; its old checkpoint is now %s, and the "
-                    "new topic is read from its first offset",
+                    "%s: the topic was created again: its old checkpoint is now %s, its old "
+                    "Bronze table %s; the new topic is read from its first offset. Rebuild "
+                    "the models that read it with --full-refresh.",
                     topic.topic,
-                    moved,
+                    *moved,
                 )
     except kafka_identity.TopicIdentityError as error:
         raise IngestError(str(error)) from None
 
 
 def _run(spark: SparkSession, options: IngestOptions, topics: list[Topic]) -> None:
-    created = bronze.ensure_tables(spark, topics)
     if options.source == "kafka":
+        # First: a recreated topic's re-ingestion moves its Bronze table aside.
         check_topic_ids(options, topics)
+    created = bronze.ensure_tables(spark, topics)
     stop = _StopFlag()
     previous_handlers = {}
     if threading.current_thread() is threading.main_thread():
@@ -960,10 +968,11 @@ def parse_args(argv: list[str] | None = None) -> IngestOptions:
         "after a data-loss failure (default: such a loss stops ingestion)",
     )
     parser.add_argument(
-        "--reread-recreated-topics",
+        "--reingest-recreated-topics",
         action="store_true",
         help="kafka source: read a topic that was deleted and created again from its first "
-        "offset, its old checkpoint set aside (default: such a topic stops ingestion)",
+        "offset into a new Bronze table, the old table and checkpoint set aside (default: "
+        "such a topic stops ingestion)",
     )
     args = parser.parse_args(argv)
     if args.trigger_interval is not None and args.trigger_interval <= 0:
@@ -983,10 +992,10 @@ def parse_args(argv: list[str] | None = None) -> IngestOptions:
     if args.accept_data_loss and (args.source != "kafka" or args.trigger_interval is not None):
         # One run past the gap: a continuous job would skip every later loss too.
         parser.error("--accept-data-loss is for one --once run of --source kafka")
-    if args.reread_recreated_topics and (
+    if args.reingest_recreated_topics and (
         args.source != "kafka" or args.trigger_interval is not None
     ):
-        parser.error("--reread-recreated-topics is for one --once run of --source kafka")
+        parser.error("--reingest-recreated-topics is for one --once run of --source kafka")
     return IngestOptions(
         source=args.source,
         landing=args.landing_dir,
@@ -999,7 +1008,7 @@ def parse_args(argv: list[str] | None = None) -> IngestOptions:
         max_record_bytes=args.max_record_bytes,
         heartbeat_interval=args.heartbeat_interval,
         accept_data_loss=args.accept_data_loss,
-        reread_recreated_topics=args.reread_recreated_topics,
+        reingest_recreated_topics=args.reingest_recreated_topics,
     )
 
 

@@ -8,13 +8,15 @@ fewer, it reports lost offsets, as if retention had deleted them. Kafka gives ev
 topic an id (a UUID) at creation, so the ingestion records the id beside the checkpoint
 (`<checkpoint>/lakehouse/topic.json`, moved with it) and compares it with the broker's
 at every start and before every batch's writes; a different id stops the query with
-what to do. `--reread-recreated-topics` sets such a checkpoint aside and reads the new
-topic from its first offset.
+what to do. Bronze cannot hold the new topic's records beside the old topic's (their
+positions repeat), so `--reingest-recreated-topics` sets the old topic's Bronze table
+and checkpoint aside and reads the new topic from its first offset.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -71,24 +73,61 @@ def recorded_id(checkpoint: Path) -> str | None:
     return json.loads(path.read_text())["topic_id"] if path.exists() else None
 
 
-def record_id(checkpoint: Path, topic: str, topic_id: str, reread: bool = False) -> None:
-    """Write the topic's id beside the checkpoint (atomically). `reread`: the record of a
-    checkpoint set aside for a recreated topic, before the new query has started."""
+def record_id(checkpoint: Path, topic: str, topic_id: str, reingest: bool = False) -> None:
+    """Write the topic's id beside the checkpoint (atomically). `reingest`: the record
+    of a topic re-ingested from scratch, before its new query has started."""
     path = checkpoint / RECORD
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     recorded_at = datetime.now(UTC).isoformat(timespec="seconds")
     record = {"topic": topic, "topic_id": topic_id, "recorded_at": recorded_at}
-    tmp.write_text(json.dumps({**record, "reread": reread}))
+    tmp.write_text(json.dumps({**record, "reingest": reingest}))
     tmp.rename(path)
 
 
-def rereads(checkpoint: Path) -> bool:
-    """The checkpoint was set aside for a recreated topic and its new query has not
-    started yet (no `metadata`): the topic is read anew, though Bronze has its records."""
+def reingests(checkpoint: Path) -> bool:
+    """The topic is being re-ingested from scratch and its new query has not started
+    (no `metadata`): the dead letters' records of the old topic are expected."""
     path = checkpoint / RECORD
-    started = (checkpoint / "metadata").exists()
-    return path.exists() and not started and bool(json.loads(path.read_text()).get("reread"))
+    if not path.exists() or (checkpoint / "metadata").exists():
+        return False
+    return bool(json.loads(path.read_text()).get("reingest"))
+
+
+def _aside(path: Path, stamp: str) -> Path:
+    target = path.with_name(f"{path.name}.recreated-{stamp}")
+    number = 1
+    while target.exists():
+        number += 1
+        target = path.with_name(f"{path.name}.recreated-{stamp}-{number}")
+    return target
+
+
+def _finish_move(checkpoint: Path) -> None:
+    """A run that died between moving the old checkpoint aside and putting the new one
+    in its place: put it there now."""
+    new = checkpoint.with_name(checkpoint.name + ".new")
+    if new.exists() and not checkpoint.exists():
+        new.rename(checkpoint)
+
+
+def reingest(topic: str, checkpoint: Path, bronze: Path, topic_id: str) -> tuple[Path, Path | None]:
+    """Set the old topic's checkpoint and Bronze table aside (both kept, renamed
+    `<name>.recreated-<UTC time>`), and put a new checkpoint in place whose record says
+    the topic is read from scratch. Each step can be repeated after a crash."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    new = checkpoint.with_name(checkpoint.name + ".new")
+    if new.exists():
+        shutil.rmtree(new)
+    record_id(new, topic, topic_id, reingest=True)
+    bronze_aside = None
+    if bronze.exists():
+        bronze_aside = _aside(bronze, stamp)
+        bronze.rename(bronze_aside)
+    checkpoint_aside = _aside(checkpoint, stamp)
+    checkpoint.rename(checkpoint_aside)
+    new.rename(checkpoint)
+    return checkpoint_aside, bronze_aside
 
 
 def has_read(checkpoint: Path) -> bool:
@@ -97,58 +136,57 @@ def has_read(checkpoint: Path) -> bool:
     return offsets.is_dir() and any(f.name.isdigit() for f in offsets.iterdir())
 
 
+RECOVERY = (
+    "Nothing was written. Bronze cannot hold the new topic's records beside the old "
+    "topic's (their positions repeat): once the topic exists, ingest once with "
+    "--reingest-recreated-topics, which sets the old topic's Bronze table and checkpoint "
+    "aside and reads the new topic from its first offset, then rebuild the models that "
+    "read it with --full-refresh."
+)
+
+
 def recreated_message(topic: str, checkpoint: Path, old: str, new: str) -> str:
     return (
         f"{topic}: the topic was deleted and created again since the checkpoint "
-        f"{checkpoint} read it (topic id {old} then, {new} now). The checkpoint's offsets "
-        "are the old topic's: resuming would skip the new topic's first records, or fail "
-        "as if retention had deleted them. Nothing was written. Ingest once with "
-        "--reread-recreated-topics: the checkpoint is set aside and the new topic is read "
-        "from its first offset (Bronze keeps the old topic's records; Silver orders the "
-        "changes by their source positions, so a re-snapshot merges as any change does)."
+        f"{checkpoint} read it (topic id {old} then, {new} now). Its offsets start again "
+        "at 0: resuming would skip the new topic's first records, or fail as if retention "
+        f"had deleted them. {RECOVERY}"
     )
 
 
-def set_aside(checkpoint: Path) -> Path:
-    """Move the checkpoint (and its record) aside, under a name that says when."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    target = checkpoint.with_name(f"{checkpoint.name}.recreated-{stamp}")
-    number = 1
-    while target.exists():
-        number += 1
-        target = checkpoint.with_name(f"{checkpoint.name}.recreated-{stamp}-{number}")
-    checkpoint.rename(target)
-    return target
-
-
 def check_at_start(
-    topic: str, checkpoint: Path, topic_id: str | None, reread: bool, bootstrap: str
-) -> Path | None:
-    """Compare the broker's id of `topic` with the checkpoint's record before its query
-    starts. Records the id of a checkpoint that has none (a new query, or one made before
-    ids were recorded). A different id fails, or with `reread` sets the checkpoint aside
-    and returns where it went (the query then starts anew, from the first offset)."""
+    topic: str,
+    checkpoint: Path,
+    topic_id: str | None,
+    bootstrap: str,
+    bronze: Path,
+    reingest_recreated: bool = False,
+) -> tuple[Path, Path | None] | None:
+    """Compare the brokers' id of `topic` with the checkpoint's record before its query
+    starts; a different id (or the topic gone) fails, or with `reingest_recreated` the
+    topic is re-ingested from scratch (:func:`reingest`; returns where the old checkpoint
+    and Bronze table went). Records the id of a checkpoint that has none: a new query,
+    or one made before ids were recorded (taken unchecked)."""
+    _finish_move(checkpoint)
     read = has_read(checkpoint)
     if topic_id is None:
         if read:
             raise TopicIdentityError(
                 f"{topic}: the topic does not exist on {bootstrap}, but the checkpoint "
-                f"{checkpoint} has read it: it was deleted. Nothing was written. Once it "
-                "exists again (its producer or connector recreates it), ingest once with "
-                "--reread-recreated-topics to read the new topic from its first offset."
+                f"{checkpoint} has read it: it was deleted. {RECOVERY}"
             )
         # A new query on a topic not created yet: its first batch records the id.
-        return None
+        return
     old = recorded_id(checkpoint)
-    if old is None or old == topic_id or not read:
+    if old is None or not read:
         if old != topic_id:
-            record_id(checkpoint, topic, topic_id, reread=rereads(checkpoint))
+            record_id(checkpoint, topic, topic_id, reingest=reingests(checkpoint))
         return None
-    if not reread:
+    if old == topic_id:
+        return None
+    if not reingest_recreated:
         raise TopicIdentityError(recreated_message(topic, checkpoint, old, topic_id))
-    moved = set_aside(checkpoint)
-    record_id(checkpoint, topic, topic_id, reread=True)
-    return moved
+    return reingest(topic, checkpoint, bronze, topic_id)
 
 
 class BatchCheck:
@@ -172,8 +210,7 @@ class BatchCheck:
         if new is None:
             return (
                 f"{self.topic}: the topic was deleted on {self.bootstrap} while this query "
-                "read it. Nothing of the batch was written. Once it exists again, ingest once "
-                "with --reread-recreated-topics to read the new topic from its first offset."
+                f"read it. {RECOVERY}"
             )
         if old is None:
             record_id(self.checkpoint, self.topic, new)

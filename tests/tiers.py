@@ -9,6 +9,7 @@ FAST_TEST_FILES = (
     "tests/project/test_project_rules.py",
     "tests/project/test_test_tiers.py",
     "tests/python_jobs/test_topics.py",
+    "tests/python_jobs/test_kafka_identity.py",
     "tests/python_jobs/test_simulate.py",
     "tests/python_jobs/test_cluster_preflight.py",
     "tests/python_jobs/test_run_dbt.py",

@@ -557,13 +557,13 @@ def test_command_line_validation() -> None:
         ["--source", "kafka"],
         ["--source", "ftp"],
         ["--accept-data-loss"],  # files: nothing to accept
-        ["--reread-recreated-topics"],  # files: no topic ids
+        ["--reingest-recreated-topics"],  # files: no topic ids
         [
             "--source",
             "kafka",
             "--bootstrap-servers",
             "h:9",
-            "--reread-recreated-topics",
+            "--reingest-recreated-topics",
             "--trigger-interval",
             "5",
         ],
@@ -595,12 +595,12 @@ def test_command_line_validation() -> None:
         ingest.IngestOptions(
             source="kafka", bootstrap_servers="h:9", once=False, accept_data_loss=True
         )
-    reread = ["--source", "kafka", "--bootstrap-servers", "127.0.0.1:9"]
-    assert ingest.parse_args([*reread, "--reread-recreated-topics"]).reread_recreated_topics
-    assert not ingest.parse_args(reread).reread_recreated_topics
+    kafka = ["--source", "kafka", "--bootstrap-servers", "127.0.0.1:9"]
+    assert ingest.parse_args([*kafka, "--reingest-recreated-topics"]).reingest_recreated_topics
+    assert not ingest.parse_args(kafka).reingest_recreated_topics
     with pytest.raises(ValueError, match="for one run"):
         ingest.IngestOptions(
-            source="kafka", bootstrap_servers="h:9", once=False, reread_recreated_topics=True
+            source="kafka", bootstrap_servers="h:9", once=False, reingest_recreated_topics=True
         )
 
 

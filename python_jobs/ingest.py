@@ -634,15 +634,12 @@ def check_checkpoint(
                 "the checkpoint that goes with the tables, or re-ingest from scratch."
             )
         return -1 if newest is None else int(newest)
-    if kafka_identity.reingests(checkpoint):
-        # A topic created again, read from scratch into a new Bronze table: the dead
-        # letters (append-only) keep the old topic's (--reingest-recreated-topics).
-        return -1
     position = F.col("_source_file" if source == "files" else "_offset").isNotNull()
-    mine = {
-        str(topic.bronze_path): position,
-        bronze.dead_letter_path(): position & (F.col("_topic") == topic.topic),
-    }
+    mine = {str(topic.bronze_path): position}
+    if not kafka_identity.reingests(checkpoint):
+        # (A topic created again, read from scratch into a new Bronze table: the dead
+        # letters, append-only, keep the old topic's; --reingest-recreated-topics.)
+        mine[bronze.dead_letter_path()] = position & (F.col("_topic") == topic.topic)
     tables = [
         spark.read.format("delta").load(path).where(rows)
         for path, rows in mine.items()

@@ -53,7 +53,14 @@ def topic_ids(bootstrap: str, names: list[str], admin=None) -> dict[str, str | N
             if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 found[name] = None
                 continue
-            if code not in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
+            unreachable = (
+                KafkaError._TIMED_OUT,
+                KafkaError._TIMED_OUT_QUEUE,
+                KafkaError._TRANSPORT,
+                KafkaError._ALL_BROKERS_DOWN,
+                KafkaError._RESOLVE,
+            )
+            if code not in unreachable:
                 raise TopicIdentityError(
                     f"{name}: the brokers at {bootstrap} cannot describe the topic (to check "
                     f"its id against the checkpoint's): {error}"
@@ -73,15 +80,18 @@ def recorded_id(checkpoint: Path) -> str | None:
     return json.loads(path.read_text())["topic_id"] if path.exists() else None
 
 
-def record_id(checkpoint: Path, topic: str, topic_id: str, reingest: bool = False) -> None:
+def record_id(
+    checkpoint: Path, topic: str, topic_id: str, reingest: bool = False, aside: str = ""
+) -> None:
     """Write the topic's id beside the checkpoint (atomically). `reingest`: the record
-    of a topic re-ingested from scratch, before its new query has started."""
+    of a topic re-ingested from scratch, before its new query has started; `aside`: the
+    name the old checkpoint is moved to (a record prepared as `<checkpoint>.new`)."""
     path = checkpoint / RECORD
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     recorded_at = datetime.now(UTC).isoformat(timespec="seconds")
     record = {"topic": topic, "topic_id": topic_id, "recorded_at": recorded_at}
-    tmp.write_text(json.dumps({**record, "reingest": reingest}))
+    tmp.write_text(json.dumps({**record, "reingest": reingest, "aside": aside}))
     tmp.rename(path)
 
 
@@ -104,11 +114,18 @@ def _aside(path: Path, stamp: str) -> Path:
 
 
 def _finish_move(checkpoint: Path) -> None:
-    """A run that died between moving the old checkpoint aside and putting the new one
-    in its place: put it there now."""
+    """A re-ingestion that died with a new checkpoint prepared (`<checkpoint>.new`):
+    after moving the old one aside, put the new one in its place; before (the old one
+    still there), or if the old one went by other hands (not to the name prepared),
+    drop it (a run with the flag prepares it again)."""
     new = checkpoint.with_name(checkpoint.name + ".new")
-    if new.exists() and not checkpoint.exists():
+    if not new.exists():
+        return
+    aside = json.loads((new / RECORD).read_text()).get("aside") if (new / RECORD).exists() else ""
+    if not checkpoint.exists() and aside and checkpoint.with_name(aside).exists():
         new.rename(checkpoint)
+    else:
+        shutil.rmtree(new)
 
 
 def reingest(topic: str, checkpoint: Path, bronze: Path, topic_id: str) -> tuple[Path, Path | None]:
@@ -119,12 +136,12 @@ def reingest(topic: str, checkpoint: Path, bronze: Path, topic_id: str) -> tuple
     new = checkpoint.with_name(checkpoint.name + ".new")
     if new.exists():
         shutil.rmtree(new)
-    record_id(new, topic, topic_id, reingest=True)
+    checkpoint_aside = _aside(checkpoint, stamp)
+    record_id(new, topic, topic_id, reingest=True, aside=checkpoint_aside.name)
     bronze_aside = None
     if bronze.exists():
         bronze_aside = _aside(bronze, stamp)
         bronze.rename(bronze_aside)
-    checkpoint_aside = _aside(checkpoint, stamp)
     checkpoint.rename(checkpoint_aside)
     new.rename(checkpoint)
     return checkpoint_aside, bronze_aside
@@ -207,6 +224,12 @@ class BatchCheck:
     def problem(self) -> str | None:
         """What is wrong with the topic now, or None (recording a first id)."""
         old, new = recorded_id(self.checkpoint), self.current()
+        if new is None and old is None:
+            return (
+                f"{self.topic}: the topic does not exist on {self.bootstrap} (yet): nothing "
+                "to read. Create it (start its producer or connector), or leave it out of "
+                "this run's topics."
+            )
         if new is None:
             return (
                 f"{self.topic}: the topic was deleted on {self.bootstrap} while this query "

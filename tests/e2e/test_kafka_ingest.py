@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 
 from python_jobs import bronze, ingest, kafka_identity
@@ -207,6 +208,9 @@ def test_a_topic_deleted_and_created_again_stops_ingestion_until_it_is_reingeste
     checkpoint = ingest.checkpoint_dir(RECREATED, "kafka")
     first_id = _fresh_topic(bootstrap)
     _produce(bootstrap, range(1, 4), RECREATED)
+    producer = Producer({"bootstrap.servers": bootstrap, "log_level": 0})
+    producer.produce(RECREATED.topic, value=b'{"id":')  # a dead letter of the old topic
+    assert producer.flush(30) == 0
     ingest.run(options, topics=[RECREATED])
     assert _ids(spark, RECREATED) == [1, 2, 3]
     assert kafka_identity.recorded_id(checkpoint) == first_id
@@ -229,6 +233,11 @@ def test_a_topic_deleted_and_created_again_stops_ingestion_until_it_is_reingeste
     [old_bronze] = RECREATED.bronze_path.parent.glob(f"{RECREATED.bronze_path.name}.recreated-*")
     old_rows = spark.read.format("delta").load(str(old_bronze)).select("_raw").collect()
     assert sorted(json.loads(r[0])["id"] for r in old_rows) == [1, 2, 3]
+    # The new table was made by the ingestion, with Bronze's properties, before any write.
+    made = bronze.logged_properties(DeltaTable.forPath(spark, str(RECREATED.bronze_path)))
+    assert made.items() >= bronze.BRONZE_PROPERTIES.items()
+    dead = spark.read.format("delta").load(bronze.dead_letter_path())
+    assert dead.where(f"_topic = '{RECREATED.topic}'").count() == 1
     _produce(bootstrap, range(16, 17), RECREATED)
     ingest.run(options, topics=[RECREATED])
     assert _ids(spark, RECREATED) == [11, 12, 13, 14, 15, 16]

@@ -101,9 +101,26 @@ def test_a_reingestion_that_died_between_the_checkpoints_completes(tmp_path) -> 
     next run, with the flag or without, puts it there and reads from scratch."""
     root = tmp_path / "checkpoints"
     checkpoint, bronze = root / "users", tmp_path / "bronze" / "users"
-    kafka_identity.record_id(root / "users.new", TOPIC, "B", reingest=True)
-    kafka_identity.record_id(root / "users.recreated-20261207T000000", TOPIC, "A")
+    aside = "users.recreated-20261207T000000"
+    kafka_identity.record_id(root / "users.new", TOPIC, "B", reingest=True, aside=aside)
+    kafka_identity.record_id(root / aside, TOPIC, "A")
     assert _check(checkpoint, bronze, "B") is None
     assert kafka_identity.recorded_id(checkpoint) == "B"
     assert kafka_identity.reingests(checkpoint)
     assert sorted(p.name for p in root.iterdir()) == ["users", "users.recreated-20261207T000000"]
+
+
+def test_a_new_checkpoint_left_prepared_is_dropped_unless_the_old_one_went_aside(
+    tmp_path,
+) -> None:
+    """A re-ingestion that died before moving the old checkpoint, which someone then
+    deleted by hand: the prepared one is not put in its place (it would excuse the
+    dead letters of a checkpoint lost, not set aside); the run records the id anew."""
+    root = tmp_path / "checkpoints"
+    checkpoint, bronze = root / "users", tmp_path / "bronze" / "users"
+    aside = "users.recreated-20261207T000000"
+    kafka_identity.record_id(root / "users.new", TOPIC, "B", reingest=True, aside=aside)
+    assert _check(checkpoint, bronze, "B") is None
+    assert sorted(p.name for p in root.iterdir()) == ["users"]
+    assert kafka_identity.recorded_id(checkpoint) == "B"
+    assert not kafka_identity.reingests(checkpoint)

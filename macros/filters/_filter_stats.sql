@@ -92,8 +92,8 @@
 
 {#- The kept rows into the table: appended, or with `unique_key`, deduplicated within
     the batch and inserted only where the key is not in the table yet (with
-    `dedup_lookback`, among the table's rows whose column is at least `since`: a bound
-    on the target that Delta's file statistics turn into skipped files). -#}
+    `dedup_lookback`, among the table's rows whose column is at least `since` or null:
+    a bound on the target that Delta's file statistics turn into skipped files). -#}
 {% macro _filter_append_sql(target, batch, columns, options, since=none) -%}
     {%- set kept = "(select " ~ _cdc_column_list(columns.carried) ~ " from " ~ batch
         ~ " where _filter_failed is null)" -%}
@@ -102,7 +102,9 @@
         using ({{ deduplicate(kept, options.unique_key, options.dedup_order_by, options.label) }}) as s
         on {{ _cdc_key_match(columns['keys'], 't', 's') }}
         {%- if since is not none %}
-            and t.`{{ options.dedup_lookback.column }}` >= cast('{{ since }}' as timestamp)
+            {#- A row without the column is compared too (a NULL would never match). #}
+            and (t.`{{ options.dedup_lookback.column }}` >= cast('{{ since }}' as timestamp)
+                or t.`{{ options.dedup_lookback.column }}` is null)
         {%- endif %}
         when not matched then insert ({{ _cdc_column_list(columns.carried) }})
         values ({{ _cdc_column_list(columns.carried, 's') }})

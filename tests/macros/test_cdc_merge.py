@@ -249,6 +249,7 @@ NOT_MERGE_SCENARIOS = (
     "path:models/audited",
     "path:models/configured",
     "path:models/evolving",
+    "path:models/appended",
 )
 
 

@@ -30,6 +30,7 @@ def _table(spark) -> list[tuple]:
 def test_a_copy_of_a_row_without_the_lookback_column_is_not_appended_again(
     spark, dbt, clean_lakehouse, lakehouse_home: Path
 ) -> None:
+    spark.sql("create schema if not exists silver")
     spark.sql(f"drop table if exists {INPUT}")
     day = datetime(2024, 10, 5)
     _append(spark, [(1, None, "a"), (2, day, "b")])
@@ -45,7 +46,7 @@ def test_a_copy_of_a_row_without_the_lookback_column_is_not_appended_again(
     assert _table(spark) == [*first, (3, later, "c")]
     duplicates = spark.sql(
         "select rejected_rows from ops.filter_stats "
-        "where model = 'silver.appended_lookback' and filter_name = 'duplicate_id' "
+        "where model = 'appended_lookback' and filter_name = 'duplicate_id' "
         "order by recorded_at"
     ).collect()
     assert [r[0] for r in duplicates] == [0, 2]

@@ -422,9 +422,14 @@
 {%- endmacro %}
 
 {#-
-    A table with no run in `ops.window_runs` was built by a version of the project whose
-    windows were on ingestion time (its quarantine's `window_value` a timestamp): it is
-    refused with the fix, one full refresh. Checked only then (`_window_plan`).
+    A table with no run in `ops.window_runs`: built by a version of the project whose
+    windows were on ingestion time (its quarantine's `window_value` a timestamp), or its
+    runs were deleted from the log. Either is refused with the fix, one full refresh,
+    where the next run cannot know what the table holds: a legacy table, and a
+    `filtered_append` table, whose rows a run reading every input row again would
+    append a second time (without `unique_key`) or count as duplicates. (`cdc_merge`
+    and `cdc_history` merge every change again by its sequence: the same table.)
+    Checked only then (`_window_plan`).
 -#}
 {% macro _window_check_legacy(options) -%}
     {%- set quarantine = _window_side_relation('__quarantine') -%}
@@ -436,6 +441,12 @@
                 ~ "project; windows are now Bronze commit versions: rebuild the model "
                 ~ "once with --full-refresh") }}
         {%- endfor -%}
+    {%- endif -%}
+    {%- if options.kind == 'filtered_append' -%}
+        {{ _cdc_config_error(options.label, "the table exists but ops.window_runs has no "
+            ~ "run of it (its rows were deleted?), so which input rows it holds is not "
+            ~ "known: reading them all again would append them twice, or count them as "
+            ~ "duplicates. Nothing was written. Rebuild the model once with --full-refresh") }}
     {%- endif -%}
 {%- endmacro %}
 

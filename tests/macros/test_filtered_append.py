@@ -1,15 +1,17 @@
-"""filtered_append's deduplication bounded by `dedup_lookback` on a column that may be
-null (models/appended/appended_lookback.sql in the scenario project): a row whose
+"""filtered_append (models/appended/appended_lookback.sql in the scenario project):
+deduplication bounded by `dedup_lookback` on a column that may be null - a row whose
 column is null is compared like any other, so its exact copy in a later window is not
-appended again. (silver.visits, whose lookback column is never null after its filters,
-is tested in tests/silver/test_visits.py.)"""
+appended again; and a table whose runs were deleted from the run log is refused until a
+full refresh, not read into again. (silver.visits, whose lookback column is never null
+after its filters, is tested in tests/silver/test_visits.py.)"""
 
 from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
 
-from tests.helpers import append_with_commit_versions
+from tests.helpers import append_with_commit_versions, delta_version
+from tests.macros.test_audited_table import failure
 from tests.macros.test_cdc_merge import run_project
 
 INPUT = "silver.append_input_lookback"
@@ -27,7 +29,7 @@ def _table(spark) -> list[tuple]:
     return sorted(tuple(r) for r in rows)
 
 
-def test_a_copy_of_a_row_without_the_lookback_column_is_not_appended_again(
+def test_a_null_lookback_value_is_compared_and_a_lost_run_log_is_refused(
     spark, dbt, clean_lakehouse, lakehouse_home: Path
 ) -> None:
     spark.sql("create schema if not exists silver")
@@ -50,3 +52,17 @@ def test_a_copy_of_a_row_without_the_lookback_column_is_not_appended_again(
         "order by recorded_at"
     ).collect()
     assert [r[0] for r in duplicates] == [0, 2]
+
+    # The run log loses the model's runs: the next run cannot know what the table holds
+    # (reading every input row again would count them all as duplicates), so it is
+    # refused, nothing written, until a full refresh, which gives the same rows.
+    spark.sql("delete from ops.window_runs where model = 'silver.appended_lookback'")
+    before = delta_version(spark, "silver.appended_lookback")
+    result = run_project(dbt, lakehouse_home, {}, "--select", "appended_lookback", expect_fail=True)
+    assert (
+        "filtered_append (model silver.appended_lookback): the table exists but "
+        "ops.window_runs has no run of it (its rows were deleted?)"
+    ) in failure(result)
+    assert delta_version(spark, "silver.appended_lookback") == before
+    run_project(dbt, lakehouse_home, {}, "--select", "appended_lookback", "--full-refresh")
+    assert _table(spark) == [*first, (3, later, "c")]

@@ -119,6 +119,12 @@
         'reserved': ['_filter_flags', '_filter_failed', '_filter_failures'],
     }) -%}
     {%- do _filter_validate(options.filters, options.filter_mode, label) -%}
+    {%- set dedup_name = 'duplicate_' ~ options.unique_key | join('_') -%}
+    {%- if options.unique_key and dedup_name in options.filters | map(attribute='name') | list -%}
+        {{ exceptions.raise_compiler_error(label ~ ": filter name '" ~ dedup_name ~ "' is "
+            ~ "the deduplication's in ops.filter_stats (the duplicates by " ~ options.unique_key
+            | join(', ') ~ "): name the filter otherwise") }}
+    {%- endif -%}
     {%- if options.unique_key -%}
         {%- do options.update({'dedup_order_by': _cdc_as_list(
             config.get('dedup_order_by'), 'dedup_order_by', label)}) -%}

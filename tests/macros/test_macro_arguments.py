@@ -228,6 +228,24 @@ def test_an_empty_list_clears_an_optional_column_config(dbt) -> None:
     )
 
 
+def test_a_filter_named_like_the_deduplication_is_refused(dbt) -> None:
+    """ops.filter_stats has one row per filter and one for the duplicates removed,
+    `duplicate_<key>`: a filter of that name would be counted twice over."""
+    config = (
+        "{'unique_key': ['visit_id'], 'filters': [{'name': 'duplicate_visit_id', "
+        "'condition': 'true'}]}"
+    )
+    error = compile_error(dbt, "{{ _filtered_append_options(" + MODEL + ", " + config + ") }}")
+    assert (
+        "filtered_append (model silver.users): filter name 'duplicate_visit_id' is the "
+        "deduplication's in ops.filter_stats (the duplicates by visit_id): name the filter "
+        "otherwise"
+    ) in error
+    without_key = "{'filters': [{'name': 'duplicate_visit_id', 'condition': 'true'}]}"
+    options = "_filtered_append_options(model, " + without_key + ")"
+    assert compile_sql("{{ " + options + ".filters[0].name }}").strip() == "duplicate_visit_id"
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

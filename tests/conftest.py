@@ -171,6 +171,26 @@ def fail_statement(monkeypatch) -> Callable[[str, str], Callable[[], None]]:
 
 
 @pytest.fixture()
+def before_statement(monkeypatch) -> Callable[[str, Callable[[], None]], Callable[[], None]]:
+    """Test-only: `disarm = before_statement(pattern, action)` calls `action()` once, just
+    before the first SQL statement dbt sends that matches `pattern` runs (e.g. another
+    process writing a table between two of a run's statements). `disarm()` (or the end of
+    the test) restores dbt's own execution."""
+
+    def arm(pattern: str, action: Callable[[], None]) -> Callable[[], None]:
+        pending = [action]
+
+        def run_first(sql: str) -> str:
+            while pending:
+                pending.pop()()
+            return sql
+
+        return _patch_statements(monkeypatch, pattern, run_first)
+
+    return arm
+
+
+@pytest.fixture()
 def rewrite_statement(monkeypatch) -> Callable[[str, str, str], Callable[[], None]]:
     """Test-only: `undo = rewrite_statement(pattern, old, new)` replaces `old` with `new`
     in every SQL statement dbt sends that matches `pattern` (e.g. a writer whose clock

@@ -129,8 +129,12 @@
     {%- for row in rows if row[1] == 'succeeded' -%}
         {%- do succeeded.update({row[9]: row}) -%}
     {%- endfor -%}
+    {#- An attempt refused because another run of the model wrote the log after it
+        planned (`_window_check_alone`) wrote nothing: it is no attempt. -#}
+    {%- set refused = rows | selectattr('1', 'equalto', 'refused')
+        | map(attribute='9') | list -%}
     {%- set attempts = [] -%}
-    {%- for row in rows if row[1] == 'started' -%}
+    {%- for row in rows if row[1] == 'started' and row[9] not in refused -%}
         {%- if row[8] == 'create' -%}
             {%- do attempts.clear() -%}
         {%- endif -%}
@@ -145,7 +149,7 @@
             'input_id': row[11],
         }) -%}
     {%- endfor -%}
-    {%- if not fresh and not rows -%}
+    {%- if not fresh and not attempts -%}
         {%- do _window_check_legacy(options) -%}
     {%- endif -%}
     {%- set unfinished = attempts[-1] if attempts and attempts[-1].kind == 'create'
@@ -158,9 +162,12 @@
     {%- if fresh or unfinished is not none -%}
         {%- do attempts.clear() -%}
     {%- endif -%}
+    {#- `seen`: the log's last commit among the rows planned from (-1: none), so that
+        the run can see what another run of the model logged since. -#}
     {%- set plan = {'kind': 'create' if fresh or unfinished is not none else 'incremental',
                     'start': none, 'end': none,
-                    'restore': none, 'later': [], 'input_id': _window_input_id(options)} -%}
+                    'restore': none, 'later': [], 'input_id': _window_input_id(options),
+                    'seen': rows[-1][12] | int if rows else -1} -%}
     {%- for attempt in attempts
             if attempt.input_id is not none and attempt.input_id != plan.input_id -%}
         {{ _window_input_recreated(options, "its Delta table id was " ~ attempt.input_id
@@ -349,6 +356,7 @@
         {%- endif -%}
         {%- do _window_record(log, 'started', options, execution_time, plan, window,
             run.base, run.side_base) -%}
+        {%- do _window_check_alone(log, options, execution_time, plan, run) -%}
     {%- endif -%}
     {%- if window.is_empty -%}
         {%- call statement('main') -%}
@@ -369,7 +377,37 @@
     {%- set run = {'window': window, 'base': plan.restore[0], 'side_base': plan.restore[1]} -%}
     {%- do _window_record(log, 'started', options, execution_time, plan, window,
         run.base, run.side_base) -%}
+    {%- do _window_check_alone(log, options, execution_time, plan, run) -%}
     {{ return(run) }}
+{%- endmacro %}
+
+{#-
+    One run of a model at a time, checked once the run has recorded its start and before
+    its first write: any row another attempt of the model appended to the log since this
+    run's plan read it (`plan.seen`) means two runs planned from the same log, say a
+    backfill beside the scheduled run on a shared catalog. The later would merge onto a
+    table the other restores or writes (a window lost, or read twice), so it is refused:
+    a `refused` row follows its `started` row (the plans skip such an attempt) and the
+    run fails, naming the other attempt, nothing written. Two runs that record their
+    starts at once both see the other and are both refused.
+-#}
+{% macro _window_check_alone(log, options, execution_time, plan, run) -%}
+    {%- set others = run_query(
+        "select attempt_id, status, run_kind, date_format(execution_time, '"
+        ~ _window_timestamp_format() ~ "') from " ~ log ~ " where model = '"
+        ~ options.model ~ "' and attempt_id != '" ~ invocation_id
+        ~ "' and _metadata.row_commit_version > " ~ plan.seen) -%}
+    {%- if others | length > 0 -%}
+        {%- set other = others[0] -%}
+        {%- do _window_record(log, 'refused', options, execution_time, plan, run.window,
+            run.base, run.side_base) -%}
+        {{ _cdc_config_error(options.label, "another run of " ~ options.model
+            ~ " (attempt " ~ other[0] ~ ", execution_time " ~ other[3] ~ ", " ~ other[2]
+            ~ ", " ~ other[1] ~ ") wrote " ~ log ~ " after this run read it: two runs of "
+            ~ "one model at once would each write onto the table the other changes (a "
+            ~ "window lost, or read twice). Nothing was written; run it again once the "
+            ~ "other run has ended") }}
+    {%- endif -%}
 {%- endmacro %}
 
 {#- The run's base from here on: its tables' versions now, once a create has created

@@ -293,6 +293,18 @@ def test_a_relation_that_is_not_a_delta_table_is_refused_then_replaced_by_a_full
     assert rows(spark) == [(A, "A")]
 
 
+def two_hourly_runs(spark, dbt, lakehouse_home) -> None:
+    """The input made empty, then A ingested and built at 07:00 (window (none, 1]), B at
+    08:00 (window (1, 2])."""
+    for schema in ("silver", "ops"):
+        spark.sql(f"create schema if not exists {schema}")
+    append_input(spark, "backfill", SCHEMA, [], 1)  # the input table, empty
+    ingest(spark, 6, 30, [(A, "c", 1, "A")])
+    build(dbt, lakehouse_home, "2024-10-07T07:00:00")
+    ingest(spark, 7, 30, [(B, "c", 2, "B")])
+    build(dbt, lakehouse_home, "2024-10-07T08:00:00")
+
+
 def test_runs_follow_the_logs_commits_whatever_the_clock_says(
     spark, dbt, lakehouse_home, clean_lakehouse, rewrite_statement
 ) -> None:
@@ -302,13 +314,7 @@ def test_runs_follow_the_logs_commits_whatever_the_clock_says(
     of the backfilled window, so the window the backfill took out of the table (08:00's)
     is merged again. Ordered by `recorded_at`, it would start after 08:00's window and
     lose B for good."""
-    for schema in ("silver", "ops"):
-        spark.sql(f"create schema if not exists {schema}")
-    append_input(spark, "backfill", SCHEMA, [], 1)  # the input table, empty
-    ingest(spark, 6, 30, [(A, "c", 1, "A")])
-    build(dbt, lakehouse_home, "2024-10-07T07:00:00")
-    ingest(spark, 7, 30, [(B, "c", 2, "B")])
-    build(dbt, lakehouse_home, "2024-10-07T08:00:00")
+    two_hourly_runs(spark, dbt, lakehouse_home)
     assert rows(spark) == [(A, "A"), (B, "B")]
 
     undo = rewrite_statement(
@@ -338,4 +344,54 @@ def test_runs_follow_the_logs_commits_whatever_the_clock_says(
         ("08:00", 1, 2),
         ("07:00", None, 1),
         ("09:00", 1, 3),
+    ]
+
+
+def test_a_run_another_run_of_the_model_overtook_is_refused_before_it_writes(
+    spark, dbt, lakehouse_home, clean_lakehouse, before_statement
+) -> None:
+    """Two runs of the model at once, as a shared catalog allows: the scheduled 09:00
+    run has planned its window (after 08:00's) when a backfill of 08:00 records its
+    start, about to restore the table to before 08:00's window. Had 09:00 merged its
+    window onto that restored table, the next run would start after 09:00's window and
+    08:00's rows would never come back. 09:00 sees the other attempt in the run log
+    once it has recorded its own start, and stops, nothing written."""
+    two_hourly_runs(spark, dbt, lakehouse_home)
+    ingest(spark, 8, 30, [(C, "c", 3, "C")])
+    before = version(spark)
+
+    def backfill_of_eight_starts() -> None:
+        spark.sql(
+            "insert into ops.window_runs select model, materialization, 'other-run', "
+            "execution_time, 'rerun', window_start, window_end, base_version, base_version, "
+            "side_base_version, null, null, null, null, 'started', current_timestamp(), "
+            f"input_id from ops.window_runs where model = '{MODEL}' and status = 'started' "
+            "and execution_time = timestamp'2024-10-07 08:00:00'"
+        )
+
+    disarm = before_statement(
+        r"\binsert into\s+\S*window_runs\b.*'started'", backfill_of_eight_starts
+    )
+    result = build(dbt, lakehouse_home, "2024-10-07T09:00:00", expect_fail=True)
+    disarm()
+    assert (
+        f"another run of {MODEL} (attempt other-run, execution_time 2024-10-07 "
+        "08:00:00.000000, rerun, started) wrote ops.window_runs after this run read it"
+    ) in failure(result)
+    assert "Nothing was written" in failure(result)
+    assert (rows(spark), version(spark)) == ([(A, "A"), (B, "B")], before)
+    assert run_log(spark)[4:] == [
+        ("08:00", "rerun", 1, "started"),
+        ("09:00", "incremental", 2, "started"),
+        ("09:00", "incremental", 2, "refused"),
+    ]
+
+    # The backfill never finished (it died): the next run repairs it, restoring its base
+    # and reading from its window, 08:00's. The refused attempt is no attempt: planned
+    # from it, the run would read from 09:00's window start.
+    build(dbt, lakehouse_home, "2024-10-07T10:00:00")
+    assert rows(spark) == [(A, "A"), (B, "B"), (C, "C")]
+    assert run_log(spark)[7:] == [
+        ("10:00", "incremental", 1, "started"),
+        ("10:00", "incremental", 1, "succeeded"),
     ]

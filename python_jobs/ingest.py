@@ -38,7 +38,7 @@ import time
 import uuid
 from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -425,13 +425,15 @@ class BatchWriter:
             return
         try:
             problem = self.identity.problem()
-        except kafka_identity.TopicIdentityError as error:
+        except kafka_identity.BrokersUnreachable as error:
             # Brokers that did not answer in time (a restart): the batch's own read
             # fails, or succeeds, as before; the next batch checks again.
             log.warning(
                 "%s: the topic's id was not checked before this batch: %s", self.topic.topic, error
             )
             return
+        except kafka_identity.TopicIdentityError as error:
+            problem = str(error)
         if problem is not None:
             self.failure = problem
             raise IngestError(problem)
@@ -718,10 +720,9 @@ def _failure(query: StreamingQuery, sink: BatchWriter) -> IngestError | None:
         # Offsets that went backwards, partitions or a topic that went away: first, was
         # the topic deleted (and created again)? Spark's error would say lost data, or an
         # unknown topic.
-        with suppress(kafka_identity.TopicIdentityError):
-            recreated = sink.identity.problem()
-            if recreated is not None:
-                return IngestError(recreated)
+        recreated = sink.identity.explains()
+        if recreated is not None:
+            return IngestError(recreated)
     if sink.failure is None and "Some data may have been lost" in text:
         # Spark's Kafka source: the range the batch planned is no longer on the broker.
         reason = next((ln for ln in text.splitlines() if ln.startswith("Reason: ")), "")

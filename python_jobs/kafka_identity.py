@@ -17,15 +17,21 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
 
 RECORD = Path("lakehouse") / "topic.json"
 TIMEOUT_S = 30.0
+FAILURE_TIMEOUT_S = 10.0
 
 
 class TopicIdentityError(RuntimeError):
     """The checkpoint's topic is not the broker's topic of that name (or is gone)."""
+
+
+class BrokersUnreachable(TopicIdentityError):
+    """The brokers did not answer in time: the id could not be checked."""
 
 
 def admin_client(bootstrap: str):
@@ -34,50 +40,66 @@ def admin_client(bootstrap: str):
     return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
 
 
-def topic_ids(bootstrap: str, names: list[str], admin=None) -> dict[str, str | None]:
+def topic_ids(
+    bootstrap: str, names: list[str], admin=None, timeout: float | None = None
+) -> dict[str, str | None]:
     """Each topic's id on the brokers (base64, as Kafka's tools print it); None for a
-    topic that does not exist. Brokers that cannot answer in TIMEOUT_S are an error."""
-    from confluent_kafka import KafkaError, KafkaException, TopicCollection
+    topic that does not exist. Brokers that cannot answer in `timeout` (default
+    TIMEOUT_S) raise BrokersUnreachable; a refused request, TopicIdentityError."""
+    from confluent_kafka import TopicCollection
 
     admin = admin or admin_client(bootstrap)
-    timeout = TIMEOUT_S
-    found: dict[str, str | None] = {}
+    timeout = TIMEOUT_S if timeout is None else timeout
     futures = admin.describe_topics(TopicCollection(names), request_timeout=timeout)
-    for name, future in futures.items():
-        try:
-            # The request's own timeout first: its error says what happened.
-            found[name] = str(future.result(timeout=timeout + 10).topic_id)
-            continue
-        except KafkaException as error:
-            code = error.args[0].code()
-            if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                found[name] = None
-                continue
-            unreachable = (
-                KafkaError._TIMED_OUT,
-                KafkaError._TIMED_OUT_QUEUE,
-                KafkaError._TRANSPORT,
-                KafkaError._ALL_BROKERS_DOWN,
-                KafkaError._RESOLVE,
-            )
-            if code not in unreachable:
-                raise TopicIdentityError(
-                    f"{name}: the brokers at {bootstrap} cannot describe the topic (to check "
-                    f"its id against the checkpoint's): {error}"
-                ) from None
-        except TimeoutError:
-            pass
+    return {name: _topic_id(name, future, bootstrap, timeout) for name, future in futures.items()}
+
+
+def _topic_id(name: str, future, bootstrap: str, timeout: float) -> str | None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    unreachable = BrokersUnreachable(
+        f"{name}: the brokers at {bootstrap} did not answer within {timeout:g}s (to check "
+        "the topic's id against the checkpoint's); is Kafka up, and are the bootstrap "
+        "servers right?"
+    )
+    try:
+        # The request's own timeout first: its error says what happened.
+        return str(future.result(timeout=timeout + 10).topic_id)
+    except TimeoutError:
+        raise unreachable from None
+    except KafkaException as error:
+        code = error.args[0].code()
+        if code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return None
+        if code in (
+            KafkaError._TIMED_OUT,
+            KafkaError._TIMED_OUT_QUEUE,
+            KafkaError._TRANSPORT,
+            KafkaError._ALL_BROKERS_DOWN,
+            KafkaError._RESOLVE,
+        ):
+            raise unreachable from None
         raise TopicIdentityError(
-            f"{name}: the brokers at {bootstrap} did not answer within {timeout:g}s (to check "
-            "the topic's id against the checkpoint's); is Kafka up, and are the bootstrap "
-            "servers right?"
-        )
-    return found
+            f"{name}: the brokers at {bootstrap} cannot describe the topic (to check "
+            f"its id against the checkpoint's): {error}"
+        ) from None
 
 
 def recorded_id(checkpoint: Path) -> str | None:
+    return _read(checkpoint).get("topic_id")
+
+
+def _read(checkpoint: Path) -> dict:
     path = checkpoint / RECORD
-    return json.loads(path.read_text())["topic_id"] if path.exists() else None
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _write(checkpoint: Path, record: dict) -> None:
+    path = checkpoint / RECORD
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record))
+    tmp.rename(path)
 
 
 def record_id(
@@ -86,22 +108,17 @@ def record_id(
     """Write the topic's id beside the checkpoint (atomically). `reingest`: the record
     of a topic re-ingested from scratch, before its new query has started; `aside`: the
     name the old checkpoint is moved to (a record prepared as `<checkpoint>.new`)."""
-    path = checkpoint / RECORD
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
     recorded_at = datetime.now(UTC).isoformat(timespec="seconds")
     record = {"topic": topic, "topic_id": topic_id, "recorded_at": recorded_at}
-    tmp.write_text(json.dumps({**record, "reingest": reingest, "aside": aside}))
-    tmp.rename(path)
+    _write(checkpoint, {**record, "reingest": reingest, "aside": aside})
 
 
 def reingests(checkpoint: Path) -> bool:
     """The topic is being re-ingested from scratch and its new query has not started
     (no `metadata`): the dead letters' records of the old topic are expected."""
-    path = checkpoint / RECORD
-    if not path.exists() or (checkpoint / "metadata").exists():
+    if (checkpoint / "metadata").exists():
         return False
-    return bool(json.loads(path.read_text()).get("reingest"))
+    return bool(_read(checkpoint).get("reingest"))
 
 
 def _aside(path: Path, stamp: str) -> Path:
@@ -121,7 +138,7 @@ def _finish_move(checkpoint: Path) -> None:
     new = checkpoint.with_name(checkpoint.name + ".new")
     if not new.exists():
         return
-    aside = json.loads((new / RECORD).read_text()).get("aside") if (new / RECORD).exists() else ""
+    aside = _read(new).get("aside")
     if not checkpoint.exists() and aside and checkpoint.with_name(aside).exists():
         new.rename(checkpoint)
     else:
@@ -130,18 +147,26 @@ def _finish_move(checkpoint: Path) -> None:
 
 def reingest(topic: str, checkpoint: Path, bronze: Path, topic_id: str) -> tuple[Path, Path | None]:
     """Set the old topic's checkpoint and Bronze table aside (both kept, renamed
-    `<name>.recreated-<UTC time>`), and put a new checkpoint in place whose record says
-    the topic is read from scratch. Each step can be repeated after a crash."""
+    `<name>.recreated-<UTC time>`, one time), and put a new checkpoint in place whose
+    record says the topic is read from scratch. Each step can be repeated after a
+    crash: the Bronze table's new name is written in the old checkpoint's record before
+    it moves, so a run after a crash that moved it names it, and gives the checkpoint
+    the same time."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    record = _read(checkpoint)
+    bronze_aside = None
+    if bronze.exists():
+        bronze_aside = _aside(bronze, stamp)
+        _write(checkpoint, {**record, "bronze_aside": bronze_aside.name})
+        bronze.rename(bronze_aside)
+    elif record.get("bronze_aside") and bronze.with_name(record["bronze_aside"]).exists():
+        bronze_aside = bronze.with_name(record["bronze_aside"])
+        stamp = bronze_aside.name.removeprefix(f"{bronze.name}.recreated-")
     new = checkpoint.with_name(checkpoint.name + ".new")
     if new.exists():
         shutil.rmtree(new)
     checkpoint_aside = _aside(checkpoint, stamp)
     record_id(new, topic, topic_id, reingest=True, aside=checkpoint_aside.name)
-    bronze_aside = None
-    if bronze.exists():
-        bronze_aside = _aside(bronze, stamp)
-        bronze.rename(bronze_aside)
     checkpoint.rename(checkpoint_aside)
     new.rename(checkpoint)
     return checkpoint_aside, bronze_aside
@@ -216,14 +241,14 @@ class BatchCheck:
         self.bootstrap = bootstrap
         self._admin = None
 
-    def current(self) -> str | None:
+    def current(self, timeout: float | None = None) -> str | None:
         if self._admin is None:
             self._admin = admin_client(self.bootstrap)
-        return topic_ids(self.bootstrap, [self.topic], self._admin)[self.topic]
+        return topic_ids(self.bootstrap, [self.topic], self._admin, timeout)[self.topic]
 
-    def problem(self) -> str | None:
+    def problem(self, timeout: float | None = None) -> str | None:
         """What is wrong with the topic now, or None (recording a first id)."""
-        old, new = recorded_id(self.checkpoint), self.current()
+        old, new = recorded_id(self.checkpoint), self.current(timeout)
         if new is None and old is None:
             return (
                 f"{self.topic}: the topic does not exist on {self.bootstrap} (yet): nothing "
@@ -240,4 +265,15 @@ class BatchCheck:
             return None
         if old != new:
             return recreated_message(self.topic, self.checkpoint, old, new)
+        return None
+
+    def explains(self) -> str | None:
+        """After the query failed: the topic deleted, or created again, since the
+        checkpoint recorded its id (the cause behind Spark's lost offsets or unknown
+        topic), or None. Asks the brokers for FAILURE_TIMEOUT_S at most: they may be
+        what failed."""
+        if recorded_id(self.checkpoint) is None:
+            return None
+        with suppress(TopicIdentityError):
+            return self.problem(FAILURE_TIMEOUT_S)
         return None

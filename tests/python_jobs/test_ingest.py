@@ -604,14 +604,20 @@ def test_command_line_validation() -> None:
         )
 
 
-def test_kafka_brokers_that_do_not_answer_stop_ingestion_before_it_starts(monkeypatch) -> None:
+def test_kafka_brokers_that_do_not_answer_stop_ingestion_before_it_starts(
+    spark, clean_lakehouse, monkeypatch
+) -> None:
     """The topics' ids are checked before any query starts: brokers that do not answer
-    (nothing listens on the port) fail it in one line naming them."""
+    (nothing listens on the port) fail the run in one line naming them, before it has
+    made a Bronze table, a checkpoint or a query."""
     monkeypatch.setattr(kafka_identity, "TIMEOUT_S", 2.0)
     bootstrap = f"127.0.0.1:{free_port()}"
     options = ingest.IngestOptions(source="kafka", bootstrap_servers=bootstrap)
     with pytest.raises(ingest.IngestError) as failed:
-        ingest.check_topic_ids(options, [TOPIC])
+        ingest.run(options, topics=[TOPIC])
+    assert not TOPIC.bronze_path.exists()
+    assert not (ingest.checkpoint_dir(TOPIC, "kafka") / "offsets").exists()
+    assert not spark.streams.active
     assert str(failed.value) == (
         f"{TOPIC.topic}: the brokers at {bootstrap} did not answer within 2s (to check the "
         "topic's id against the checkpoint's); is Kafka up, and are the bootstrap servers "

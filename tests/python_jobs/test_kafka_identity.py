@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from python_jobs import kafka_identity
+from python_jobs.tools.kafka_broker import free_port
 
 TOPIC = "blog.public.users"
 
@@ -80,16 +81,31 @@ def test_a_reingestion_sets_the_checkpoint_and_bronze_aside(tmp_path) -> None:
     assert not kafka_identity.reingests(checkpoint)
 
 
-def test_a_reingestion_that_died_after_moving_bronze_completes(tmp_path) -> None:
-    """Died after the new checkpoint was prepared and Bronze moved, before the old
-    checkpoint moved: the next run (with the flag) moves the checkpoint, not Bronze again."""
+def test_a_reingestion_that_died_after_moving_bronze_completes(tmp_path, monkeypatch) -> None:
+    """Died after Bronze moved, before the old checkpoint did: the next run (with the
+    flag) moves the checkpoint, not Bronze again, names where Bronze went, and gives the
+    checkpoint the same time."""
     checkpoint, bronze = _checkpoint(tmp_path), _bronze(tmp_path)
     kafka_identity.record_id(checkpoint, TOPIC, "A")
-    kafka_identity.record_id(tmp_path / "checkpoints" / "users.new", TOPIC, "B", reingest=True)
-    bronze.rename(bronze.with_name("users.recreated-20261207T000000"))
+
+    def die_after_moving_bronze(self: Path, target: Path) -> Path:
+        real_rename(self, target)
+        if self == bronze:
+            raise OSError("the process died")
+        return target
+
+    real_rename = Path.rename
+    monkeypatch.setattr(Path, "rename", die_after_moving_bronze)
+    with pytest.raises(OSError, match="died"):
+        _check(checkpoint, bronze, "B", reingest=True)
+    monkeypatch.setattr(Path, "rename", real_rename)
+    [moved] = [p for p in bronze.parent.iterdir()]
+    assert moved.name.startswith("users.recreated-")
+
     old_checkpoint, old_bronze = _check(checkpoint, bronze, "B", reingest=True)
-    assert old_bronze is None
-    assert [p.name for p in bronze.parent.iterdir()] == ["users.recreated-20261207T000000"]
+    assert old_bronze == moved
+    assert old_checkpoint.name == moved.name
+    assert [p.name for p in bronze.parent.iterdir()] == [moved.name]
     assert kafka_identity.recorded_id(old_checkpoint) == "A"
     assert kafka_identity.recorded_id(checkpoint) == "B"
     assert kafka_identity.reingests(checkpoint)
@@ -124,3 +140,21 @@ def test_a_new_checkpoint_left_prepared_is_dropped_unless_the_old_one_went_aside
     assert sorted(p.name for p in root.iterdir()) == ["users"]
     assert kafka_identity.recorded_id(checkpoint) == "B"
     assert not kafka_identity.reingests(checkpoint)
+
+
+def test_brokers_that_do_not_answer_leave_a_failure_as_spark_gave_it(
+    tmp_path, monkeypatch
+) -> None:
+    """After a query failed, the brokers are asked whether the topic was recreated, for
+    FAILURE_TIMEOUT_S at most; brokers that do not answer (likely what failed the query)
+    explain nothing, and Spark's own error stands. Before a batch, the same brokers are
+    BrokersUnreachable (a warning), not a topic that was recreated."""
+    monkeypatch.setattr(kafka_identity, "FAILURE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(kafka_identity, "TIMEOUT_S", 1.0)
+    checkpoint = _checkpoint(tmp_path)
+    check = kafka_identity.BatchCheck(TOPIC, checkpoint, f"127.0.0.1:{free_port()}")
+    assert check.explains() is None  # no record yet: nothing to compare
+    kafka_identity.record_id(checkpoint, TOPIC, "A")
+    assert check.explains() is None
+    with pytest.raises(kafka_identity.BrokersUnreachable, match="did not answer within 1s"):
+        check.problem()

@@ -87,7 +87,7 @@
     {%- do _cdc_uncache(batch) -%}
     {%- set stats = counts.filters -%}
     {%- if options.unique_key -%}
-        {%- do stats.append({'name': 'duplicate_' ~ options.unique_key | join('_'),
+        {%- do stats.append({'name': options.dedup_name,
             'position': stats | length + 1, 'kind': 'deduplicate',
             'rejected': duplicates.removed, 'failed': duplicates.removed,
             'total': counts.kept}) -%}
@@ -119,13 +119,14 @@
         'reserved': ['_filter_flags', '_filter_failed', '_filter_failures'],
     }) -%}
     {%- do _filter_validate(options.filters, options.filter_mode, label) -%}
-    {%- set dedup_name = 'duplicate_' ~ options.unique_key | join('_') -%}
-    {%- if options.unique_key and dedup_name in options.filters | map(attribute='name') | list -%}
-        {{ exceptions.raise_compiler_error(label ~ ": filter name '" ~ dedup_name ~ "' is "
-            ~ "the deduplication's in ops.filter_stats (the duplicates by " ~ options.unique_key
-            | join(', ') ~ "): name the filter otherwise") }}
-    {%- endif -%}
     {%- if options.unique_key -%}
+        {#- The deduplication's row in ops.filter_stats, beside the filters'. -#}
+        {%- do options.update({'dedup_name': 'duplicate_' ~ options.unique_key | join('_')}) -%}
+        {%- if options.dedup_name in options.filters | map(attribute='name') | list -%}
+            {{ exceptions.raise_compiler_error(label ~ ": filter name '" ~ options.dedup_name
+                ~ "' is the deduplication's in ops.filter_stats (the duplicates by "
+                ~ options.unique_key | join(', ') ~ "): name the filter otherwise") }}
+        {%- endif -%}
         {%- do options.update({'dedup_order_by': _cdc_as_list(
             config.get('dedup_order_by'), 'dedup_order_by', label)}) -%}
     {%- endif -%}

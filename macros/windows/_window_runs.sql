@@ -150,7 +150,7 @@
         }) -%}
     {%- endfor -%}
     {%- if not fresh and not attempts -%}
-        {%- do _window_check_legacy(options) -%}
+        {%- do _window_check_unlogged(options) -%}
     {%- endif -%}
     {%- set unfinished = attempts[-1] if attempts and attempts[-1].kind == 'create'
         and attempts[-1].status == 'started' else none -%}
@@ -461,15 +461,15 @@
 
 {#-
     A table with no run in `ops.window_runs`: built by a version of the project whose
-    windows were on ingestion time (its quarantine's `window_value` a timestamp), or its
-    runs were deleted from the log. Either is refused with the fix, one full refresh,
+    windows were on ingestion time (its quarantine's `window_value` a timestamp), by
+    another materialization, or its runs were deleted from the log. Either is refused with the fix, one full refresh,
     where the next run cannot know what the table holds: a legacy table, and a
     `filtered_append` table, whose rows a run reading every input row again would
     append a second time (without `unique_key`) or count as duplicates. (`cdc_merge`
     and `cdc_history` merge every change again by its sequence: the same table.)
     Checked only then (`_window_plan`).
 -#}
-{% macro _window_check_legacy(options) -%}
+{% macro _window_check_unlogged(options) -%}
     {%- set quarantine = _window_side_relation('__quarantine') -%}
     {%- if load_relation(quarantine) is not none -%}
         {%- for column in _cdc_describe(quarantine)
@@ -482,9 +482,10 @@
     {%- endif -%}
     {%- if options.kind == 'filtered_append' -%}
         {{ _cdc_config_error(options.label, "the table exists but ops.window_runs has no "
-            ~ "run of it (its rows were deleted?), so which input rows it holds is not "
-            ~ "known: reading them all again would append them twice, or count them as "
-            ~ "duplicates. Nothing was written. Rebuild the model once with --full-refresh") }}
+            ~ "run of it (its rows were deleted, or another materialization built it), so "
+            ~ "which input rows it holds is not known: reading them all again would append "
+            ~ "them twice, or count them as duplicates. Nothing was written. Rebuild the "
+            ~ "model once with --full-refresh") }}
     {%- endif -%}
 {%- endmacro %}
 

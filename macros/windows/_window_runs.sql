@@ -356,7 +356,10 @@
         {%- endif -%}
         {%- do _window_record(log, 'started', options, execution_time, plan, window,
             run.base, run.side_base) -%}
-        {%- do _window_check_alone(log, options, execution_time, plan, run) -%}
+        {#- An incremental run that repeats an attempt that did not finish has restored
+            its tables already. -#}
+        {%- do _window_check_alone(log, options, execution_time, plan, run,
+            plan.restore is not none) -%}
     {%- endif -%}
     {%- if window.is_empty -%}
         {%- call statement('main') -%}
@@ -377,37 +380,47 @@
     {%- set run = {'window': window, 'base': plan.restore[0], 'side_base': plan.restore[1]} -%}
     {%- do _window_record(log, 'started', options, execution_time, plan, window,
         run.base, run.side_base) -%}
-    {%- do _window_check_alone(log, options, execution_time, plan, run) -%}
+    {%- do _window_check_alone(log, options, execution_time, plan, run, false) -%}
     {{ return(run) }}
 {%- endmacro %}
 
 {#-
-    One run of a model at a time, checked once the run has recorded its start and before
-    its first write: any row another attempt of the model appended to the log since this
-    run's plan read it (`plan.seen`) means two runs planned from the same log, say a
-    backfill beside the scheduled run on a shared catalog. The later would merge onto a
-    table the other restores or writes (a window lost, or read twice), so it is refused:
-    a `refused` row follows its `started` row (the plans skip such an attempt) and the
-    run fails, naming the other attempt, nothing written. Two runs that record their
-    starts at once both see the other and are both refused.
+    One run of a model at a time, checked once the run has recorded its start: any row
+    another attempt of the model appended to the log since this run's plan read it
+    (`plan.seen`) means two runs planned from the same log, say a backfill beside the
+    scheduled run on a shared catalog. The later would write onto a table the other
+    restores or writes (a window lost, or read twice), so it fails, naming the other
+    attempt (the latest). Before its first write (`restored` false), a `refused` row
+    follows its `started` row, and the plans skip such an attempt. A run that restored
+    its tables already (it took the other's attempt, unfinished when it planned, for one
+    that died; the restore may have undone the other's merge) is left unfinished
+    instead, so that the next run restores its base again and reads its window again.
+    Two runs that record their starts at once both see the other and both fail.
 -#}
-{% macro _window_check_alone(log, options, execution_time, plan, run) -%}
+{% macro _window_check_alone(log, options, execution_time, plan, run, restored) -%}
     {%- set others = run_query(
         "select attempt_id, status, run_kind, date_format(execution_time, '"
-        ~ _window_timestamp_format() ~ "') from " ~ log ~ " where model = '"
-        ~ options.model ~ "' and attempt_id != '" ~ invocation_id
+        ~ _window_timestamp_format() ~ "'), _metadata.row_commit_version from " ~ log
+        ~ " where model = '" ~ options.model ~ "' and attempt_id != '" ~ invocation_id
         ~ "' and _metadata.row_commit_version > " ~ plan.seen) -%}
-    {%- if others | length > 0 -%}
-        {%- set other = others[0] -%}
-        {%- do _window_record(log, 'refused', options, execution_time, plan, run.window,
-            run.base, run.side_base) -%}
-        {{ _cdc_config_error(options.label, "another run of " ~ options.model
-            ~ " (attempt " ~ other[0] ~ ", execution_time " ~ other[3] ~ ", " ~ other[2]
-            ~ ", " ~ other[1] ~ ") wrote " ~ log ~ " after this run read it: two runs of "
-            ~ "one model at once would each write onto the table the other changes (a "
-            ~ "window lost, or read twice). Nothing was written; run it again once the "
-            ~ "other run has ended") }}
+    {%- if others | length == 0 -%}
+        {{ return(none) }}
     {%- endif -%}
+    {%- set other = (others | sort(attribute='4'))[-1] -%}
+    {%- set found = "another run of " ~ options.model ~ " (attempt " ~ other[0]
+        ~ ", execution_time " ~ other[3] ~ ", " ~ other[2] ~ ", " ~ other[1] ~ ") wrote "
+        ~ log ~ " after this run read it: two runs of one model at once would each write "
+        ~ "onto the table the other changes (a window lost, or read twice). " -%}
+    {%- if restored -%}
+        {{ _cdc_config_error(options.label, found ~ "This run had restored its tables to "
+            ~ "the base of an attempt it took for one that died (versions " ~ plan.restore
+            | join(', ') ~ "): it is left unfinished, and the next run restores them again "
+            ~ "and reads that window again. Run it once the other run has ended") }}
+    {%- endif -%}
+    {%- do _window_record(log, 'refused', options, execution_time, plan, run.window,
+        run.base, run.side_base) -%}
+    {{ _cdc_config_error(options.label, found ~ "Nothing was written; run it again once "
+        ~ "the other run has ended") }}
 {%- endmacro %}
 
 {#- The run's base from here on: its tables' versions now, once a create has created

@@ -347,6 +347,22 @@ def test_runs_follow_the_logs_commits_whatever_the_clock_says(
     ]
 
 
+STARTED = r"\binsert into\s+\S*window_runs\b.*'started'"  # a run's start, in the run log
+
+
+def log_another_backfill_of_eight(spark, status: str) -> None:
+    """A run-log row of another attempt, 'other-run', as another process re-running
+    08:00 writes it: its window and base copied from 08:00's own start."""
+    spark.sql(
+        "insert into ops.window_runs select model, materialization, 'other-run', "
+        "execution_time, 'rerun', window_start, window_end, base_version, base_version, "
+        "side_base_version, base_version, side_base_version, null, null, "
+        f"'{status}', current_timestamp(), input_id from ops.window_runs "
+        f"where model = '{MODEL}' and status = 'started' and attempt_id != 'other-run' "
+        "and execution_time = timestamp'2024-10-07 08:00:00'"
+    )
+
+
 def test_a_run_another_run_of_the_model_overtook_is_refused_before_it_writes(
     spark, dbt, lakehouse_home, clean_lakehouse, before_statement
 ) -> None:
@@ -360,18 +376,7 @@ def test_a_run_another_run_of_the_model_overtook_is_refused_before_it_writes(
     ingest(spark, 8, 30, [(C, "c", 3, "C")])
     before = version(spark)
 
-    def backfill_of_eight_starts() -> None:
-        spark.sql(
-            "insert into ops.window_runs select model, materialization, 'other-run', "
-            "execution_time, 'rerun', window_start, window_end, base_version, base_version, "
-            "side_base_version, null, null, null, null, 'started', current_timestamp(), "
-            f"input_id from ops.window_runs where model = '{MODEL}' and status = 'started' "
-            "and execution_time = timestamp'2024-10-07 08:00:00'"
-        )
-
-    disarm = before_statement(
-        r"\binsert into\s+\S*window_runs\b.*'started'", backfill_of_eight_starts
-    )
+    disarm = before_statement(STARTED, lambda: log_another_backfill_of_eight(spark, "started"))
     result = build(dbt, lakehouse_home, "2024-10-07T09:00:00", expect_fail=True)
     disarm()
     assert (
@@ -389,6 +394,40 @@ def test_a_run_another_run_of_the_model_overtook_is_refused_before_it_writes(
     # The backfill never finished (it died): the next run repairs it, restoring its base
     # and reading from its window, 08:00's. The refused attempt is no attempt: planned
     # from it, the run would read from 09:00's window start.
+    build(dbt, lakehouse_home, "2024-10-07T10:00:00")
+    assert rows(spark) == [(A, "A"), (B, "B"), (C, "C")]
+    assert run_log(spark)[7:] == [
+        ("10:00", "incremental", 1, "started"),
+        ("10:00", "incremental", 1, "succeeded"),
+    ]
+
+
+def test_a_run_that_restored_before_it_saw_the_other_run_is_left_unfinished(
+    spark, dbt, lakehouse_home, clean_lakehouse, before_statement
+) -> None:
+    """A backfill of 08:00 is running when the scheduled 09:00 run plans: 09:00 takes the
+    backfill's attempt for one that died and restores the table to its base (undoing
+    what the backfill merged), then sees, once it has recorded its start, that the
+    backfill succeeded. Refused as a run that wrote nothing, it would leave the next run
+    starting after 08:00's window, and B would never come back; 09:00 is left
+    unfinished, so the next run restores its base again and reads 08:00's window."""
+    two_hourly_runs(spark, dbt, lakehouse_home)
+    ingest(spark, 8, 30, [(C, "c", 3, "C")])
+    log_another_backfill_of_eight(spark, "started")
+
+    disarm = before_statement(STARTED, lambda: log_another_backfill_of_eight(spark, "succeeded"))
+    result = build(dbt, lakehouse_home, "2024-10-07T09:00:00", expect_fail=True)
+    disarm()
+    message = failure(result)
+    assert f"another run of {MODEL} (attempt other-run," in message
+    assert "This run had restored its tables to the base of an attempt it took for one" in message
+    assert rows(spark) == [(A, "A")]
+    assert run_log(spark)[4:] == [
+        ("08:00", "rerun", 1, "started"),
+        ("08:00", "rerun", 1, "succeeded"),
+        ("09:00", "incremental", 1, "started"),
+    ]
+
     build(dbt, lakehouse_home, "2024-10-07T10:00:00")
     assert rows(spark) == [(A, "A"), (B, "B"), (C, "C")]
     assert run_log(spark)[7:] == [

@@ -314,6 +314,7 @@
         {%- set current = plan.get('current') or _window_check_restorable(target, side, plan) -%}
         {%- for relation, version in pairs if current[relation | string] != version -%}
             {%- do _delta_restore(relation, version) -%}
+            {%- do plan.update({'restored': true}) -%}
         {%- endfor -%}
         {{ log(options.kind ~ ": restored " ~ target ~ " to version " ~ plan.restore[0]
             ~ " (before the window it reads again)", info=true) }}
@@ -342,7 +343,9 @@
       is no base: -1); the run's base is then the new tables' versions
       (`_window_rebase`);
     - any other run records it once its window is read and closed (the window's end is
-      the newest row read); its base is the versions the table has then.
+      the newest row read); its base is the versions the table has then, or, when it
+      repeats an attempt that did not finish, the versions it restored (another run's
+      commit since the restore is no part of it).
     `run`: the start `_window_begin_rerun` recorded, if it did. With nothing in the
     window, the run's main statement says so and nothing is written.
 -#}
@@ -350,16 +353,16 @@
     {%- if run is none -%}
         {%- if plan.kind == 'create' -%}
             {%- set run = {'window': window, 'base': -1, 'side_base': -1} -%}
+        {%- elif plan.restore is not none -%}
+            {%- set run = {'window': window, 'base': plan.restore[0],
+                           'side_base': plan.restore[1]} -%}
         {%- else -%}
             {%- set run = {'window': window, 'base': _delta_version(target),
                            'side_base': _delta_version(side)} -%}
         {%- endif -%}
         {%- do _window_record(log, 'started', options, execution_time, plan, window,
             run.base, run.side_base) -%}
-        {#- An incremental run that repeats an attempt that did not finish has restored
-            its tables already. -#}
-        {%- do _window_check_alone(log, options, execution_time, plan, run,
-            plan.restore is not none) -%}
+        {%- do _window_check_alone(log, options, execution_time, plan, run) -%}
     {%- endif -%}
     {%- if window.is_empty -%}
         {%- call statement('main') -%}
@@ -371,33 +374,42 @@
 
 {#- A re-run that restores its table: its start, recorded before the restore (see
     `_window_begin`), once the versions it restores are known to be restorable (a
-    refused restore changes nothing, the log included); none for any other run. -#}
+    refused restore changes nothing, the log included); none for any other run. Any
+    other run that restores (it repeats an attempt that did not finish) checks first,
+    writing nothing, that no other run of the model logged since it planned. -#}
 {% macro _window_begin_rerun(log, options, execution_time, plan, window, target, side) -%}
     {%- if plan.kind != 'rerun' or plan.restore is none -%}
+        {%- if plan.restore is not none -%}
+            {%- do _window_check_alone(log, options, execution_time, plan, none) -%}
+        {%- endif -%}
         {{ return(none) }}
     {%- endif -%}
     {%- do plan.update({'current': _window_check_restorable(target, side, plan)}) -%}
     {%- set run = {'window': window, 'base': plan.restore[0], 'side_base': plan.restore[1]} -%}
     {%- do _window_record(log, 'started', options, execution_time, plan, window,
         run.base, run.side_base) -%}
-    {%- do _window_check_alone(log, options, execution_time, plan, run, false) -%}
+    {%- do _window_check_alone(log, options, execution_time, plan, run) -%}
     {{ return(run) }}
 {%- endmacro %}
 
 {#-
-    One run of a model at a time, checked once the run has recorded its start: any row
-    another attempt of the model appended to the log since this run's plan read it
-    (`plan.seen`) means two runs planned from the same log, say a backfill beside the
-    scheduled run on a shared catalog. The later would write onto a table the other
-    restores or writes (a window lost, or read twice), so it fails, naming the other
-    attempt (the latest). Before its first write (`restored` false), a `refused` row
-    follows its `started` row, and the plans skip such an attempt. A run that restored
-    its tables already (it took the other's attempt, unfinished when it planned, for one
-    that died; the restore may have undone the other's merge) is left unfinished
-    instead, so that the next run restores its base again and reads its window again.
-    Two runs that record their starts at once both see the other and both fail.
+    One run of a model at a time: any row another attempt of the model appended to the
+    log since this run's plan read it (`plan.seen`) means two runs planned from the same
+    log, say a backfill beside the scheduled run on a shared catalog. The later would
+    write onto a table the other restores or writes (a window lost, or read twice), so
+    it fails, naming the other attempt (the latest). Checked once the run has recorded
+    its start (`run`), and, writing nothing, before the restore of a run that repeats an
+    attempt that did not finish (`run` none). After its start and before its first
+    write, a `refused` row follows the `started` row, and the plans skip such an
+    attempt. A run that has restored its tables (`plan.restored`: it took the other's
+    attempt, unfinished when it planned, for one that died; the restore may have undone
+    the other's merge) is left unfinished instead, its base the versions it restored, so
+    that the next run restores them again and reads its window again; unless the other
+    run is a full refresh, whose new lineage its restore may have mixed with the old
+    one: refused, it asks for a full refresh again. Two runs that record their starts
+    at once both fail.
 -#}
-{% macro _window_check_alone(log, options, execution_time, plan, run, restored) -%}
+{% macro _window_check_alone(log, options, execution_time, plan, run) -%}
     {%- set others = run_query(
         "select attempt_id, status, run_kind, date_format(execution_time, '"
         ~ _window_timestamp_format() ~ "'), _metadata.row_commit_version from " ~ log
@@ -411,15 +423,25 @@
         ~ ", execution_time " ~ other[3] ~ ", " ~ other[2] ~ ", " ~ other[1] ~ ") wrote "
         ~ log ~ " after this run read it: two runs of one model at once would each write "
         ~ "onto the table the other changes (a window lost, or read twice). " -%}
-    {%- if restored -%}
+    {%- set create = 'create' in others | map(attribute='2') | list -%}
+    {%- if run is not none and plan.get('restored') and not create -%}
         {{ _cdc_config_error(options.label, found ~ "This run had restored its tables to "
             ~ "the base of an attempt it took for one that died (versions " ~ plan.restore
             | join(', ') ~ "): it is left unfinished, and the next run restores them again "
             ~ "and reads that window again. Run it once the other run has ended") }}
     {%- endif -%}
-    {%- do _window_record(log, 'refused', options, execution_time, plan, run.window,
-        run.base, run.side_base) -%}
-    {{ _cdc_config_error(options.label, found ~ "Nothing was written; run it again once "
+    {%- if run is not none -%}
+        {%- do _window_record(log, 'refused', options, execution_time, plan, run.window,
+            run.base, run.side_base) -%}
+    {%- endif -%}
+    {%- if plan.get('restored') -%}
+        {{ _cdc_config_error(options.label, found ~ "It is a full refresh, and this run "
+            ~ "had restored its tables to a version of the lineage before it (versions "
+            ~ plan.restore | join(', ') ~ "): they may hold some of both. Once the other "
+            ~ "run has ended, rebuild the model with --full-refresh") }}
+    {%- endif -%}
+    {#- Rows: on_schema_change may have changed the tables' columns before the start. -#}
+    {{ _cdc_config_error(options.label, found ~ "No row was written; run it again once "
         ~ "the other run has ended") }}
 {%- endmacro %}
 

@@ -350,15 +350,16 @@ def test_runs_follow_the_logs_commits_whatever_the_clock_says(
 STARTED = r"\binsert into\s+\S*window_runs\b.*'started'"  # a run's start, in the run log
 
 
-def log_another_backfill_of_eight(spark, status: str) -> None:
-    """A run-log row of another attempt, 'other-run', as another process re-running
-    08:00 writes it: its window and base copied from 08:00's own start."""
+def log_another_backfill_of_eight(spark, status: str, kind: str = "rerun") -> None:
+    """A run-log row of another attempt, 'other-<kind>', as another process re-running
+    08:00 (or running a full refresh, `kind` 'create') writes it: its window and base
+    copied from 08:00's own start."""
     spark.sql(
-        "insert into ops.window_runs select model, materialization, 'other-run', "
-        "execution_time, 'rerun', window_start, window_end, base_version, base_version, "
+        f"insert into ops.window_runs select model, materialization, 'other-{kind}', "
+        f"execution_time, '{kind}', window_start, window_end, base_version, base_version, "
         "side_base_version, base_version, side_base_version, null, null, "
         f"'{status}', current_timestamp(), input_id from ops.window_runs "
-        f"where model = '{MODEL}' and status = 'started' and attempt_id != 'other-run' "
+        f"where model = '{MODEL}' and status = 'started' and attempt_id not like 'other-%' "
         "and execution_time = timestamp'2024-10-07 08:00:00'"
     )
 
@@ -380,10 +381,10 @@ def test_a_run_another_run_of_the_model_overtook_is_refused_before_it_writes(
     result = build(dbt, lakehouse_home, "2024-10-07T09:00:00", expect_fail=True)
     disarm()
     assert (
-        f"another run of {MODEL} (attempt other-run, execution_time 2024-10-07 "
+        f"another run of {MODEL} (attempt other-rerun, execution_time 2024-10-07 "
         "08:00:00.000000, rerun, started) wrote ops.window_runs after this run read it"
     ) in failure(result)
-    assert "Nothing was written" in failure(result)
+    assert "No row was written; run it again once the other run has ended" in failure(result)
     assert (rows(spark), version(spark)) == ([(A, "A"), (B, "B")], before)
     assert run_log(spark)[4:] == [
         ("08:00", "rerun", 1, "started"),
@@ -419,7 +420,7 @@ def test_a_run_that_restored_before_it_saw_the_other_run_is_left_unfinished(
     result = build(dbt, lakehouse_home, "2024-10-07T09:00:00", expect_fail=True)
     disarm()
     message = failure(result)
-    assert f"another run of {MODEL} (attempt other-run," in message
+    assert f"another run of {MODEL} (attempt other-rerun," in message
     assert "This run had restored its tables to the base of an attempt it took for one" in message
     assert rows(spark) == [(A, "A")]
     assert run_log(spark)[4:] == [
@@ -427,10 +428,47 @@ def test_a_run_that_restored_before_it_saw_the_other_run_is_left_unfinished(
         ("08:00", "rerun", 1, "succeeded"),
         ("09:00", "incremental", 1, "started"),
     ]
+    # Its base is the version it restored (08:00's base), not the table's version when
+    # it logged its start: another run may have committed to the table in between.
+    starts = [
+        tuple(r)
+        for r in spark.sql(
+            "select date_format(execution_time, 'HH:mm'), base_version from ops.window_runs "
+            f"where model = '{MODEL}' and status = 'started' "
+            "order by _metadata.row_commit_version"
+        ).collect()
+    ]
+    eight = starts[1][1]
+    assert starts[1:] == [("08:00", eight), ("08:00", eight), ("09:00", eight)]
 
     build(dbt, lakehouse_home, "2024-10-07T10:00:00")
     assert rows(spark) == [(A, "A"), (B, "B"), (C, "C")]
     assert run_log(spark)[7:] == [
         ("10:00", "incremental", 1, "started"),
         ("10:00", "incremental", 1, "succeeded"),
+    ]
+
+
+def test_a_run_that_restored_beside_a_full_refresh_asks_for_another(
+    spark, dbt, lakehouse_home, clean_lakehouse, before_statement
+) -> None:
+    """As above, but what starts beside the 09:00 run after it restored is a full
+    refresh: the restore may have mixed the new lineage with the old, which no run can
+    repair from the log, so 09:00 is refused and asks for a full refresh again."""
+    two_hourly_runs(spark, dbt, lakehouse_home)
+    ingest(spark, 8, 30, [(C, "c", 3, "C")])
+    log_another_backfill_of_eight(spark, "started")
+
+    disarm = before_statement(
+        STARTED, lambda: log_another_backfill_of_eight(spark, "started", "create")
+    )
+    result = build(dbt, lakehouse_home, "2024-10-07T09:00:00", expect_fail=True)
+    disarm()
+    message = failure(result)
+    assert f"another run of {MODEL} (attempt other-create," in message
+    assert "It is a full refresh" in message and "rebuild the model with --full-refresh" in message
+    assert run_log(spark)[5:] == [
+        ("08:00", "create", 1, "started"),
+        ("09:00", "incremental", 1, "started"),
+        ("09:00", "incremental", 1, "refused"),
     ]

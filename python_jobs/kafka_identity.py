@@ -130,19 +130,22 @@ def _aside(path: Path, stamp: str) -> Path:
     return target
 
 
-def _finish_move(checkpoint: Path) -> None:
+def _finish_move(checkpoint: Path, bronze: Path) -> tuple[Path, Path | None] | None:
     """A re-ingestion that died with a new checkpoint prepared (`<checkpoint>.new`):
-    after moving the old one aside, put the new one in its place; before (the old one
-    still there), or if the old one went by other hands (not to the name prepared),
-    drop it (a run with the flag prepares it again)."""
+    after moving the old one aside, put the new one in its place (returns where the old
+    checkpoint and Bronze table went, as :func:`reingest`); before (the old one still
+    there), or if the old one went by other hands (not to the name prepared), drop it
+    (a run with the flag prepares it again)."""
     new = checkpoint.with_name(checkpoint.name + ".new")
     if not new.exists():
-        return
+        return None
     aside = _read(new).get("aside")
     if not checkpoint.exists() and aside and checkpoint.with_name(aside).exists():
         new.rename(checkpoint)
-    else:
-        shutil.rmtree(new)
+        moved = _read(checkpoint.with_name(aside)).get("bronze_aside")
+        return checkpoint.with_name(aside), bronze.with_name(moved) if moved else None
+    shutil.rmtree(new)
+    return None
 
 
 def reingest(topic: str, checkpoint: Path, bronze: Path, topic_id: str) -> tuple[Path, Path | None]:
@@ -207,9 +210,12 @@ def check_at_start(
     """Compare the brokers' id of `topic` with the checkpoint's record before its query
     starts; a different id (or the topic gone) fails, or with `reingest_recreated` the
     topic is re-ingested from scratch (:func:`reingest`; returns where the old checkpoint
-    and Bronze table went). Records the id of a checkpoint that has none: a new query,
-    or one made before ids were recorded (taken unchecked)."""
-    _finish_move(checkpoint)
+    and Bronze table went, also when this start completes a re-ingestion that died
+    between the checkpoints). Records the id of a checkpoint that has none: a new
+    query, or one made before ids were recorded (taken unchecked)."""
+    finished = _finish_move(checkpoint, bronze)
+    if finished is not None:
+        return finished
     read = has_read(checkpoint)
     if topic_id is None:
         if read:

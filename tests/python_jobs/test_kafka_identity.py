@@ -4,9 +4,12 @@ asked of a broker (tests/e2e/test_kafka_ingest.py does that with a real one)."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from python_jobs import kafka_identity
 from python_jobs.tools.kafka_broker import free_port
@@ -81,49 +84,46 @@ def test_a_reingestion_sets_the_checkpoint_and_bronze_aside(tmp_path) -> None:
     assert not kafka_identity.reingests(checkpoint)
 
 
-def test_a_reingestion_that_died_after_moving_bronze_completes(tmp_path, monkeypatch) -> None:
-    """Died after Bronze moved, before the old checkpoint did: the next run (with the
-    flag) moves the checkpoint, not Bronze again, names where Bronze went, and gives the
-    checkpoint the same time."""
-    checkpoint, bronze = _checkpoint(tmp_path), _bronze(tmp_path)
-    kafka_identity.record_id(checkpoint, TOPIC, "A")
+def _reingestion_dying_after_moving(what: Path, checkpoint: Path, bronze: Path, monkeypatch):
+    """Run the re-ingestion (with the flag), killed just after it renamed `what`."""
 
-    def die_after_moving_bronze(self: Path, target: Path) -> Path:
+    def die_after_moving(self: Path, target: Path) -> Path:
         real_rename(self, target)
-        if self == bronze:
+        if self == what:
             raise OSError("the process died")
         return target
 
     real_rename = Path.rename
-    monkeypatch.setattr(Path, "rename", die_after_moving_bronze)
+    monkeypatch.setattr(Path, "rename", die_after_moving)
     with pytest.raises(OSError, match="died"):
         _check(checkpoint, bronze, "B", reingest=True)
     monkeypatch.setattr(Path, "rename", real_rename)
-    [moved] = [p for p in bronze.parent.iterdir()]
-    assert moved.name.startswith("users.recreated-")
 
-    old_checkpoint, old_bronze = _check(checkpoint, bronze, "B", reingest=True)
-    assert old_bronze == moved
-    assert old_checkpoint.name == moved.name
-    assert [p.name for p in bronze.parent.iterdir()] == [moved.name]
+
+@pytest.mark.parametrize("moved", ["bronze", "checkpoint"])
+def test_a_reingestion_that_died_midway_completes_and_names_where_both_went(
+    tmp_path, monkeypatch, moved
+) -> None:
+    """Died after Bronze moved, before the old checkpoint did: the next run with the flag
+    moves the checkpoint, not Bronze again, names where Bronze went, and gives the
+    checkpoint the same time. Died after the old checkpoint moved, before the new one
+    took its place: the next run, with the flag or without, puts it there, reads from
+    scratch and names both."""
+    checkpoint, bronze = _checkpoint(tmp_path), _bronze(tmp_path)
+    kafka_identity.record_id(checkpoint, TOPIC, "A")
+    what = bronze if moved == "bronze" else checkpoint
+    _reingestion_dying_after_moving(what, checkpoint, bronze, monkeypatch)
+    [bronze_aside] = [p for p in bronze.parent.iterdir()]
+    assert bronze_aside.name.startswith("users.recreated-")
+
+    old_checkpoint, old_bronze = _check(checkpoint, bronze, "B", reingest=moved == "bronze")
+    assert old_bronze == bronze_aside
+    assert old_checkpoint.name == bronze_aside.name
+    assert [p.name for p in bronze.parent.iterdir()] == [bronze_aside.name]
+    assert sorted(p.name for p in checkpoint.parent.iterdir()) == ["users", old_checkpoint.name]
     assert kafka_identity.recorded_id(old_checkpoint) == "A"
     assert kafka_identity.recorded_id(checkpoint) == "B"
     assert kafka_identity.reingests(checkpoint)
-    assert not checkpoint.with_name("users.new").exists()
-
-
-def test_a_reingestion_that_died_between_the_checkpoints_completes(tmp_path) -> None:
-    """Died after the old checkpoint moved aside, before the new one took its place: the
-    next run, with the flag or without, puts it there and reads from scratch."""
-    root = tmp_path / "checkpoints"
-    checkpoint, bronze = root / "users", tmp_path / "bronze" / "users"
-    aside = "users.recreated-20261207T000000"
-    kafka_identity.record_id(root / "users.new", TOPIC, "B", reingest=True, aside=aside)
-    kafka_identity.record_id(root / aside, TOPIC, "A")
-    assert _check(checkpoint, bronze, "B") is None
-    assert kafka_identity.recorded_id(checkpoint) == "B"
-    assert kafka_identity.reingests(checkpoint)
-    assert sorted(p.name for p in root.iterdir()) == ["users", "users.recreated-20261207T000000"]
 
 
 def test_a_new_checkpoint_left_prepared_is_dropped_unless_the_old_one_went_aside(
@@ -158,3 +158,60 @@ def test_brokers_that_do_not_answer_leave_a_failure_as_spark_gave_it(
     assert check.explains() is None
     with pytest.raises(kafka_identity.BrokersUnreachable, match="did not answer within 1s"):
         check.problem()
+
+
+class _Brokers:
+    """An admin client answering `describe_topics` with `answer` for every topic: an id,
+    or a Kafka error (the topic unknown, the request refused)."""
+
+    def __init__(self, answer: str | int) -> None:
+        self.answer = answer
+        self.timeouts: list[float] = []
+
+    def describe_topics(self, topics, request_timeout: float) -> dict[str, Future]:
+        self.timeouts.append(request_timeout)
+        future: Future = Future()
+        if isinstance(self.answer, int):
+            future.set_exception(KafkaException(KafkaError(self.answer)))
+        else:
+            future.set_result(SimpleNamespace(topic_id=self.answer))
+        return {name: future for name in topics.topic_names}
+
+
+def _batch_check(checkpoint: Path, answer: str | int) -> kafka_identity.BatchCheck:
+    check = kafka_identity.BatchCheck(TOPIC, checkpoint, "127.0.0.1:9")
+    check._admin = _Brokers(answer)
+    return check
+
+
+def test_after_a_failed_query_a_recreated_or_deleted_topic_is_named(tmp_path) -> None:
+    """Spark's error after a recreation says lost offsets or an unknown topic: what the
+    brokers say of the topic's id then replaces it, naming the cause."""
+    checkpoint = _checkpoint(tmp_path)
+    kafka_identity.record_id(checkpoint, TOPIC, "A")
+    same = _batch_check(checkpoint, "A")
+    assert same.explains() is None
+    # The brokers may be what failed the query: they get FAILURE_TIMEOUT_S to answer.
+    assert same._admin.timeouts == [kafka_identity.FAILURE_TIMEOUT_S]
+    assert _batch_check(checkpoint, "B").explains() == kafka_identity.recreated_message(
+        TOPIC, checkpoint, "A", "B"
+    )
+    assert _batch_check(checkpoint, KafkaError.UNKNOWN_TOPIC_OR_PART).explains() == (
+        f"{TOPIC}: the topic was deleted on 127.0.0.1:9 while this query read it. "
+        f"{kafka_identity.RECOVERY}"
+    )
+
+
+def test_brokers_that_refuse_to_describe_the_topic_are_no_unanswered_check(tmp_path) -> None:
+    """A refused request (no Describe permission) is an error of its own, which stops a
+    batch; only brokers that do not answer let a batch go on unchecked."""
+    checkpoint = _checkpoint(tmp_path)
+    kafka_identity.record_id(checkpoint, TOPIC, "A")
+    refused = _batch_check(checkpoint, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    with pytest.raises(kafka_identity.TopicIdentityError) as failed:
+        refused.problem()
+    assert not isinstance(failed.value, kafka_identity.BrokersUnreachable)
+    assert "cannot describe the topic" in str(failed.value)
+    assert refused.explains() is None  # after a failed query: Spark's own error stands
+    with pytest.raises(kafka_identity.BrokersUnreachable):
+        _batch_check(checkpoint, KafkaError._TRANSPORT).problem()

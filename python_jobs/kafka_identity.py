@@ -276,8 +276,8 @@ class BatchCheck:
     def explains(self) -> str | None:
         """After the query failed: the topic deleted, or created again, since the
         checkpoint recorded its id (the cause behind Spark's lost offsets or unknown
-        topic), or None. Asks the brokers for FAILURE_TIMEOUT_S at most: they may be
-        what failed."""
+        topic), or None. The brokers' request gets FAILURE_TIMEOUT_S, not TIMEOUT_S:
+        they may be what failed."""
         if recorded_id(self.checkpoint) is None:
             return None
         with suppress(TopicIdentityError):

@@ -423,26 +423,27 @@
         ~ ", execution_time " ~ other[3] ~ ", " ~ other[2] ~ ", " ~ other[1] ~ ") wrote "
         ~ log ~ " after this run read it: two runs of one model at once would each write "
         ~ "onto the table the other changes (a window lost, or read twice). " -%}
-    {%- set create = 'create' in others | map(attribute='2') | list -%}
-    {%- if run is not none and plan.get('restored') and not create -%}
+    {#- Rows: on_schema_change may have changed the tables' columns before the start. -#}
+    {%- set nothing = found ~ "No row was written; run it again once the other run has ended" -%}
+    {%- set restored = plan.get('restored', false) -%}
+    {%- if run is none -%}
+        {#- Before its restore and its start: nothing of this run in the log. -#}
+        {{ _cdc_config_error(options.label, nothing) }}
+    {%- elif restored and 'create' not in others | map(attribute='2') | list -%}
         {{ _cdc_config_error(options.label, found ~ "This run had restored its tables to "
             ~ "the base of an attempt it took for one that died (versions " ~ plan.restore
             | join(', ') ~ "): it is left unfinished, and the next run restores them again "
             ~ "and reads that window again. Run it once the other run has ended") }}
     {%- endif -%}
-    {%- if run is not none -%}
-        {%- do _window_record(log, 'refused', options, execution_time, plan, run.window,
-            run.base, run.side_base) -%}
-    {%- endif -%}
-    {%- if plan.get('restored') -%}
+    {%- do _window_record(log, 'refused', options, execution_time, plan, run.window,
+        run.base, run.side_base) -%}
+    {%- if restored -%}
         {{ _cdc_config_error(options.label, found ~ "It is a full refresh, and this run "
             ~ "had restored its tables to a version of the lineage before it (versions "
             ~ plan.restore | join(', ') ~ "): they may hold some of both. Once the other "
             ~ "run has ended, rebuild the model with --full-refresh") }}
     {%- endif -%}
-    {#- Rows: on_schema_change may have changed the tables' columns before the start. -#}
-    {{ _cdc_config_error(options.label, found ~ "No row was written; run it again once "
-        ~ "the other run has ended") }}
+    {{ _cdc_config_error(options.label, nothing) }}
 {%- endmacro %}
 
 {#- The run's base from here on: its tables' versions now, once a create has created
@@ -497,8 +498,9 @@
 {#-
     A table with no run in `ops.window_runs`: built by a version of the project whose
     windows were on ingestion time (its quarantine's `window_value` a timestamp), by
-    another materialization, or its runs were deleted from the log. Either is refused with the fix, one full refresh,
-    where the next run cannot know what the table holds: a legacy table, and a
+    another materialization, or its runs were deleted from the log. Refused with the
+    fix, one full refresh, where the next run cannot know what the table holds: a
+    legacy table, and a
     `filtered_append` table, whose rows a run reading every input row again would
     append a second time (without `unique_key`) or count as duplicates. (`cdc_merge`
     and `cdc_history` merge every change again by its sequence: the same table.)

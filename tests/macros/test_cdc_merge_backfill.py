@@ -403,6 +403,21 @@ def test_a_run_another_run_of_the_model_overtook_is_refused_before_it_writes(
     ]
 
 
+def nine_restoring_beside(
+    spark, dbt, lakehouse_home, before_statement, status: str, kind: str = "rerun"
+) -> str:
+    """A backfill of 08:00 has logged its start (and not finished) when 09:00 plans, so
+    09:00 restores the table to its base; just before 09:00 logs its own start, another
+    attempt logs a row (`status`, `kind`). Returns 09:00's failure."""
+    two_hourly_runs(spark, dbt, lakehouse_home)
+    ingest(spark, 8, 30, [(C, "c", 3, "C")])
+    log_another_backfill_of_eight(spark, "started")
+    disarm = before_statement(STARTED, lambda: log_another_backfill_of_eight(spark, status, kind))
+    result = build(dbt, lakehouse_home, "2024-10-07T09:00:00", expect_fail=True)
+    disarm()
+    return failure(result)
+
+
 def test_a_run_that_restored_before_it_saw_the_other_run_is_left_unfinished(
     spark, dbt, lakehouse_home, clean_lakehouse, before_statement
 ) -> None:
@@ -412,14 +427,7 @@ def test_a_run_that_restored_before_it_saw_the_other_run_is_left_unfinished(
     backfill succeeded. Refused as a run that wrote nothing, it would leave the next run
     starting after 08:00's window, and B would never come back; 09:00 is left
     unfinished, so the next run restores its base again and reads 08:00's window."""
-    two_hourly_runs(spark, dbt, lakehouse_home)
-    ingest(spark, 8, 30, [(C, "c", 3, "C")])
-    log_another_backfill_of_eight(spark, "started")
-
-    disarm = before_statement(STARTED, lambda: log_another_backfill_of_eight(spark, "succeeded"))
-    result = build(dbt, lakehouse_home, "2024-10-07T09:00:00", expect_fail=True)
-    disarm()
-    message = failure(result)
+    message = nine_restoring_beside(spark, dbt, lakehouse_home, before_statement, "succeeded")
     assert f"another run of {MODEL} (attempt other-rerun," in message
     assert "This run had restored its tables to the base of an attempt it took for one" in message
     assert rows(spark) == [(A, "A")]
@@ -455,16 +463,9 @@ def test_a_run_that_restored_beside_a_full_refresh_asks_for_another(
     """As above, but what starts beside the 09:00 run after it restored is a full
     refresh: the restore may have mixed the new lineage with the old, which no run can
     repair from the log, so 09:00 is refused and asks for a full refresh again."""
-    two_hourly_runs(spark, dbt, lakehouse_home)
-    ingest(spark, 8, 30, [(C, "c", 3, "C")])
-    log_another_backfill_of_eight(spark, "started")
-
-    disarm = before_statement(
-        STARTED, lambda: log_another_backfill_of_eight(spark, "started", "create")
+    message = nine_restoring_beside(
+        spark, dbt, lakehouse_home, before_statement, "started", "create"
     )
-    result = build(dbt, lakehouse_home, "2024-10-07T09:00:00", expect_fail=True)
-    disarm()
-    message = failure(result)
     assert f"another run of {MODEL} (attempt other-create," in message
     assert "It is a full refresh" in message and "rebuild the model with --full-refresh" in message
     assert run_log(spark)[5:] == [
